@@ -1,0 +1,41 @@
+# kebab-mlflow — `make help` lists the targets. `make run` and `make test` set up .venv themselves.
+SHELL := /bin/bash
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.DEFAULT_GOAL := help
+
+help: ## list the targets
+	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk -F':.*?## ' '{printf "  %-10s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	# CPU torch first and pinned: an unpinned torch would pull a multi-GB CUDA build
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[dense,server,test,bench]'
+	@touch $(STAMP)
+
+setup: $(STAMP) ## create or update the virtual environment (.venv)
+
+run: $(STAMP) ## evaluate the shipped fixtures into the embedded MLflow store (mlruns/)
+	$(BIN)/kebab-mlflow run
+
+test: $(STAMP) ## run the test suite (unit, CLI, MLflow server and PostgreSQL tests)
+	$(BIN)/python -m pytest
+
+lint: $(STAMP) ## ruff
+	$(BIN)/ruff check .
+
+bench: $(STAMP) ## run the benchmarks under bench/ (SciFact-scale; minutes)
+	$(BIN)/python bench/run_all.py
+
+ui: $(STAMP) ## open the MLflow UI on the embedded store
+	$(BIN)/kebab-mlflow ui
+
+clean: ## remove caches (keeps .venv and mlruns/)
+	rm -rf .kebab-cache .pytest_cache .ruff_cache
+
+.PHONY: help setup run test lint bench ui clean

@@ -1,0 +1,60 @@
+"""The floor and ceiling backends: deterministic random ranking and the oracle."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from kebab_mlflow.backends import top_k_indices
+
+
+def random_score(query: str, chunk_id: str) -> float:
+    """First 8 bytes of SHA-256(query + "\\x00" + chunk_id), big-endian, / 2**64."""
+    digest = hashlib.sha256((query + "\x00" + chunk_id).encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+class RandomBackend:
+    """Floor: a ranking that knows nothing about relevance, yet is the same on every machine."""
+
+    def __init__(self, chunk_ids: Sequence[str]):
+        self.chunk_ids = list(chunk_ids)
+
+    def search_batch(self, queries: Sequence[str], k: int) -> list[list[tuple[int, float]]]:
+        out = []
+        for query in queries:
+            scores = np.fromiter((random_score(query, c) for c in self.chunk_ids),
+                                 dtype=np.float64, count=len(self.chunk_ids))
+            out.append([(int(i), float(scores[i])) for i in top_k_indices(scores, k)])
+        return out
+
+
+class OracleBackend:
+    """Ceiling: for a golden query, its expected chunks first (then the first chunk of each
+    expected document, by grade); nothing else. Unknown queries get no hits."""
+
+    def __init__(self, chunk_ids: Sequence[str], doc_ids: Sequence[str],
+                 truth: Mapping[str, tuple[Sequence[str], Mapping[str, int]]]):
+        self.position = {c: i for i, c in enumerate(chunk_ids)}
+        self.first_chunk: dict[str, int] = {}
+        for i, d in enumerate(doc_ids):
+            self.first_chunk.setdefault(d, i)
+        self.truth = truth  # query text -> (expected chunk ids, doc grades)
+
+    def search_batch(self, queries: Sequence[str], k: int) -> list[list[tuple[int, float]]]:
+        out = []
+        for query in queries:
+            chunks, grades = self.truth.get(query, ((), {}))
+            order = [self.position[c] for c in chunks if c in self.position]
+            by_grade = sorted((d for d, g in grades.items() if g > 0),
+                              key=lambda d: -grades[d])
+            order += [self.first_chunk[d] for d in by_grade if d in self.first_chunk]
+            seen, ranked = set(), []
+            for i in order:
+                if i not in seen:
+                    seen.add(i)
+                    ranked.append(i)
+            out.append([(i, 1.0 - r / (len(ranked) + 1)) for r, i in enumerate(ranked[:k])])
+        return out

@@ -1,0 +1,80 @@
+"""BM25 with sparse matrices.
+
+score(q, d) = Σ_{t ∈ q} idf(t) · tf(t,d)·(k1+1) / (tf(t,d) + k1·(1 − b + b·|d|/avgdl)),
+idf(t) = ln(1 + (N − df(t) + 0.5) / (df(t) + 0.5))  (Lucene's, never negative).
+
+The per-(term, doc) weights are precomputed once into a CSR matrix (terms × docs), so a batch
+of queries is one sparse product (queries × terms)·(terms × docs). A query term counts once per
+occurrence in the query, as in Lucene's BooleanQuery.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from kebab_mlflow.backends import top_k_indices
+from kebab_mlflow.text import tokenize
+
+TOKENIZER_VERSION = "tok1-lower-sklearnstop-snowballen"
+
+
+class BM25Index:
+    def __init__(self, weights: sp.csr_matrix, vocabulary: dict[str, int]):
+        self.weights = weights  # terms × docs
+        self.vocabulary = vocabulary
+
+    @classmethod
+    def build(cls, texts: Sequence[str], k1: float, b: float) -> BM25Index:
+        from sklearn.feature_extraction.text import CountVectorizer
+
+        vectorizer = CountVectorizer(analyzer=tokenize, dtype=np.float32)
+        tf = vectorizer.fit_transform(texts).tocsr().astype(np.float64)  # docs × terms
+        n_docs = tf.shape[0]
+        doc_len = np.asarray(tf.sum(axis=1)).ravel()
+        avgdl = doc_len.mean() if n_docs and doc_len.mean() > 0 else 1.0
+        df = np.bincount(tf.indices, minlength=tf.shape[1])
+        idf = np.log1p((n_docs - df + 0.5) / (df + 0.5))
+        # tf-saturation per stored entry: rows of tf are docs, so repeat each doc's norm
+        norm = k1 * (1 - b + b * doc_len / avgdl)
+        row_norm = np.repeat(norm, np.diff(tf.indptr))
+        data = tf.data * (k1 + 1) / (tf.data + row_norm) * idf[tf.indices]
+        weights = sp.csr_matrix((data, tf.indices, tf.indptr), shape=tf.shape)
+        vocab = {t: int(i) for t, i in vectorizer.vocabulary_.items()}
+        return cls(weights.T.tocsr(), vocab)
+
+    def query_matrix(self, queries: Sequence[str]) -> sp.csr_matrix:
+        rows, cols = [], []
+        for row, query in enumerate(queries):
+            for token in tokenize(query):
+                col = self.vocabulary.get(token)
+                if col is not None:
+                    rows.append(row)
+                    cols.append(col)
+        data = np.ones(len(rows))
+        return sp.csr_matrix((data, (rows, cols)), shape=(len(queries), len(self.vocabulary)))
+
+    def scores(self, queries: Sequence[str]) -> np.ndarray:
+        """Dense (queries × docs) BM25 scores."""
+        return (self.query_matrix(queries) @ self.weights).toarray()
+
+    def search_batch(self, queries: Sequence[str], k: int) -> list[list[tuple[int, float]]]:
+        scores = self.scores(queries)
+        return [[(int(i), float(row[i])) for i in top_k_indices(row, k, positive_only=True)]
+                for row in scores]
+
+    def save(self, folder: Path) -> None:
+        import json
+
+        sp.save_npz(folder / "bm25_weights.npz", self.weights)
+        (folder / "bm25_vocabulary.json").write_text(json.dumps(self.vocabulary))
+
+    @classmethod
+    def load(cls, folder: Path) -> BM25Index:
+        import json
+
+        weights = sp.load_npz(folder / "bm25_weights.npz").tocsr()
+        return cls(weights, json.loads((folder / "bm25_vocabulary.json").read_text()))

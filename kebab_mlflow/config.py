@@ -1,0 +1,148 @@
+"""Pipeline configuration: defaults, presets, ``--set key=value`` overrides, flattening.
+
+A configuration is a nested dict whose shape and value types are fixed by :data:`DEFAULTS`;
+overrides are dotted keys (``bm25.k1=1.2``) checked against it, so a typo is an error that
+lists the valid keys rather than a silently ignored setting.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import re
+from typing import Any
+
+from kebab_mlflow.errors import ConfigError, Problem
+
+BACKENDS = ("lexical", "dense", "hybrid", "random", "oracle")
+
+DEFAULTS: dict[str, Any] = {
+    "backend": "lexical",
+    "top_k": None,  # cap on the hits a search returns; None = as many as asked for
+    "chunker": {"mode": "structure", "max_chars": 800, "overlap_chars": 100},
+    "bm25": {"k1": 0.9, "b": 0.4},
+    "dense": {"model": "all-MiniLM-L6-v2", "batch_size": 32},
+    "hybrid": {"rrf_k": 60, "depth": 100},
+    "answer": {"context_k": 3, "max_sentences": 1, "refuse_below": 0.5, "calibrate": True},
+}
+# keys whose default is None but which take this type
+NULLABLE_TYPES: dict[str, type] = {"top_k": int}
+
+PRESETS: dict[str, tuple[str, dict[str, Any]]] = {
+    "naive_baseline": ("BM25 over structure-aware chunks, extractive answers", {}),
+    "single_chunk": ("floor: one hit, one sentence, every enhancement off",
+                     {"top_k": 1, "answer.context_k": 1, "answer.max_sentences": 1,
+                      "answer.calibrate": False}),
+    "random_retrieval": ("floor: SHA-256 random ranking, no model call", {"backend": "random"}),
+    "oracle": ("ceiling: the expected chunks first", {"backend": "oracle"}),
+    "dense": ("sentence embeddings (all-MiniLM-L6-v2), exact inner product",
+              {"backend": "dense"}),
+    "hybrid": ("reciprocal-rank fusion of BM25 and dense", {"backend": "hybrid"}),
+}
+
+SECRET_RE = re.compile(r"(secret|password|passwd|token|api[_-]?key|credential|auth)", re.I)
+
+
+def preset_names() -> list[str]:
+    return list(PRESETS)
+
+
+def build_config(preset: str = "naive_baseline", overrides: dict[str, Any] | None = None,
+                 source: str = "--set") -> dict[str, Any]:
+    """Defaults, then the preset, then the overrides; every problem reported at once."""
+    if preset not in PRESETS:
+        raise ConfigError(f"unknown preset {preset!r}; valid presets: "
+                          f"{', '.join(PRESETS)}")
+    config = copy.deepcopy(DEFAULTS)
+    _apply(config, PRESETS[preset][1], f"preset {preset}")
+    _apply(config, overrides or {}, source)
+    return config
+
+
+def parse_overrides(pairs: list[str]) -> dict[str, Any]:
+    """``["bm25.k1=1.2", "top_k=5"]`` → ``{"bm25.k1": "1.2", ...}`` (typed later)."""
+    out, problems = {}, []
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            problems.append(Problem(f"expected KEY=VALUE, got {pair!r}", "--set"))
+            continue
+        out[key.strip()] = value.strip()
+    if problems:
+        raise ConfigError("bad --set option", problems)
+    return out
+
+
+def valid_keys() -> list[str]:
+    return sorted(flatten(DEFAULTS))
+
+
+def _apply(config: dict[str, Any], overrides: dict[str, Any], source: str) -> None:
+    flat_defaults = flatten(DEFAULTS)
+    problems = []
+    for key, raw in overrides.items():
+        if key not in flat_defaults:
+            problems.append(Problem(f"unknown config key {key!r}; valid keys: "
+                                    f"{', '.join(valid_keys())}", source))
+            continue
+        try:
+            value = _coerce(key, raw, flat_defaults[key])
+        except ValueError as exc:
+            problems.append(Problem(f"{key}: {exc}", source))
+            continue
+        node = config
+        *parents, leaf = key.split(".")
+        for p in parents:
+            node = node[p]
+        node[leaf] = value
+    if config.get("backend") not in BACKENDS:
+        problems.append(Problem(f"unknown backend {config.get('backend')!r}; valid: "
+                                f"{', '.join(BACKENDS)}", source))
+    if config["chunker"]["mode"] not in ("structure", "document"):
+        problems.append(Problem("chunker.mode must be 'structure' or 'document'", source))
+    if problems:
+        raise ConfigError("invalid configuration", problems)
+
+
+def _coerce(key: str, raw: Any, default: Any) -> Any:
+    target = NULLABLE_TYPES.get(key) if default is None else type(default)
+    if isinstance(raw, str):
+        if raw.lower() in ("null", "none", "") and default is None:
+            return None
+        if target is bool:
+            if raw.lower() not in ("true", "false", "1", "0", "yes", "no"):
+                raise ValueError(f"expected true/false, got {raw!r}")
+            return raw.lower() in ("true", "1", "yes")
+        if target in (int, float):
+            try:
+                return target(raw)
+            except ValueError:
+                raise ValueError(f"expected {target.__name__}, got {raw!r}") from None
+        return raw
+    if raw is None and default is None:
+        return None
+    if target is float and isinstance(raw, int) and not isinstance(raw, bool):
+        return float(raw)
+    if not isinstance(raw, target) or (target is int and isinstance(raw, bool)):
+        raise ValueError(f"expected {target.__name__}, got {type(raw).__name__}")
+    return raw
+
+
+def flatten(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in config.items():
+        if isinstance(value, dict):
+            out.update(flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def redacted(flat: dict[str, Any]) -> dict[str, Any]:
+    """Flattened config with any secret-looking key's value replaced."""
+    return {k: ("***" if SECRET_RE.search(k) else v) for k, v in flat.items()}
+
+
+def digest(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()

@@ -1,0 +1,103 @@
+"""Ingest a corpus: a folder of markdown/text files or a BEIR ``corpus.jsonl[.gz]``."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from kebab_mlflow.errors import CorpusError, Problem
+
+TEXT_SUFFIXES = (".md", ".markdown", ".txt")
+
+
+@dataclass(frozen=True)
+class Document:
+    doc_id: str
+    text: str
+    title: str = ""
+
+
+@dataclass(frozen=True)
+class Corpus:
+    source: str
+    documents: tuple[Document, ...]
+    digest: str  # sha256 over the bytes that were read, in a fixed order
+
+    def __len__(self) -> int:
+        return len(self.documents)
+
+
+def load_corpus(path: str | Path) -> Corpus:
+    """Folder → one document per text file (doc id = relative path without suffix);
+    a ``.jsonl``/``.jsonl.gz`` file or a folder holding ``corpus.jsonl[.gz]`` → BEIR."""
+    path = Path(path)
+    if path.is_dir():
+        for name in ("corpus.jsonl", "corpus.jsonl.gz"):
+            if (path / name).is_file():
+                return _load_beir(path / name)
+        return _load_folder(path)
+    if path.is_file() and (path.name.endswith(".jsonl") or path.name.endswith(".jsonl.gz")):
+        return _load_beir(path)
+    raise CorpusError(f"corpus {path} is neither a folder of .md/.txt files nor a BEIR "
+                      "corpus.jsonl[.gz]")
+
+
+def _load_folder(root: Path) -> Corpus:
+    files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in TEXT_SUFFIXES)
+    if not files:
+        raise CorpusError(f"corpus folder {root} has no {'/'.join(TEXT_SUFFIXES)} files")
+    digest = hashlib.sha256()
+    docs, problems = [], []
+    for f in files:
+        rel = f.relative_to(root).with_suffix("").as_posix()
+        raw = f.read_bytes()
+        digest.update(rel.encode() + b"\0" + raw + b"\0")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            problems.append(Problem(f"not UTF-8 at byte {exc.start}", str(f)))
+            continue
+        docs.append(Document(rel, text, _first_heading(text) or rel))
+    if problems:
+        raise CorpusError(f"unreadable files in corpus {root}", problems)
+    return Corpus(str(root), tuple(docs), digest.hexdigest())
+
+
+def _first_heading(text: str) -> str:
+    for line in text.splitlines():
+        if line.startswith("#"):
+            return line.lstrip("#").strip()
+    return ""
+
+
+def _load_beir(path: Path) -> Corpus:
+    opener = gzip.open if path.name.endswith(".gz") else open
+    digest = hashlib.sha256()
+    docs, problems, seen = [], [], set()
+    with opener(path, "rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            digest.update(raw)
+            if not raw.strip():
+                continue
+            try:
+                rec = json.loads(raw)
+                doc_id, text = str(rec["_id"]), rec.get("text") or ""
+                title = rec.get("title") or ""
+            except (ValueError, KeyError, TypeError) as exc:
+                problems.append(Problem(f"not a BEIR record ({type(exc).__name__}: {exc})",
+                                        f"{path}:{lineno}"))
+                continue
+            if doc_id in seen:
+                problems.append(Problem(f"duplicate _id {doc_id!r}", f"{path}:{lineno}"))
+            seen.add(doc_id)
+            docs.append(Document(doc_id, text, title))
+            if len(problems) >= 50:
+                break
+    if problems:
+        raise CorpusError(f"invalid BEIR corpus {path}", problems)
+    if not docs:
+        raise CorpusError(f"BEIR corpus {path} is empty")
+    return Corpus(str(path), tuple(docs), digest.hexdigest())

@@ -1,0 +1,303 @@
+"""Golden sets: load a YAML file, validate all of it, return frozen records.
+
+Schema (DESIGN §3). The top level is a mapping (``name``, ``private``, ``metadata_fields``,
+``case_insensitive``, ``description``, ``queries``) or a bare list of queries. Every problem
+is collected with its ``file:line`` and query id and raised as one :class:`GoldenSetError`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kebab_mlflow.errors import GoldenSetError, Problem
+
+DEFAULT_METADATA_FIELDS = ("agency", "project", "budget", "deadline")
+QUERY_TYPES = ("single_doc", "comparison", "follow_up", "abstention")
+TOP_LEVEL_KEYS = {"name", "private", "metadata_fields", "case_insensitive", "description", "queries"}
+
+# key -> (accepted python types, human type name)
+_STR = ((str,), "a string")
+_BOOL = ((bool,), "true/false")
+_STR_LIST = ((list,), "a list of strings")
+QUERY_FIELDS: dict[str, tuple[tuple[type, ...], str]] = {
+    "id": ((str, int), "a string"),
+    "query": _STR,
+    "expected_chunk_ids": _STR_LIST,
+    "expected_doc_ids": ((list, dict), "a list of doc ids or a mapping doc id -> grade"),
+    "must_contain": _STR_LIST,
+    "forbidden": _STR_LIST,
+    "ask": _BOOL,
+    "answerable": _BOOL,
+    "case_insensitive": _BOOL,
+    "query_type": _STR,
+    "hardcase_categories": _STR_LIST,
+    "metadata_field": _STR,
+    "group": ((str, int), "a string"),
+    "difficulty": ((str, int), "a string"),
+    "lang": _STR,
+}
+
+
+@dataclass(frozen=True)
+class GoldenQuery:
+    id: str
+    query: str
+    expected_chunk_ids: tuple[str, ...] = ()
+    # doc id -> graded relevance (a plain list means grade 1 each)
+    expected_doc_ids: Mapping[str, int] = field(default_factory=dict)
+    must_contain: tuple[str, ...] = ()
+    forbidden: tuple[str, ...] = ()
+    ask: bool = False
+    answerable: bool = True
+    case_insensitive: bool = False
+    query_type: str | None = None
+    hardcase_categories: tuple[str, ...] = ()
+    metadata_field: str | None = None
+    group: str | None = None
+    difficulty: str | None = None
+    lang: str | None = None
+    line: int = 0
+
+    @property
+    def has_chunk_truth(self) -> bool:
+        return bool(self.expected_chunk_ids)
+
+    @property
+    def has_doc_truth(self) -> bool:
+        return any(g > 0 for g in self.expected_doc_ids.values())
+
+    @property
+    def relevant_doc_grades(self) -> dict[str, int]:
+        """Doc id -> grade for the docs that count as relevant (grade > 0)."""
+        return {d: g for d, g in self.expected_doc_ids.items() if g > 0}
+
+
+@dataclass(frozen=True)
+class GoldenSet:
+    name: str
+    queries: tuple[GoldenQuery, ...]
+    path: str = ""
+    private: bool = False
+    metadata_fields: tuple[str, ...] = DEFAULT_METADATA_FIELDS
+    description: str = ""
+    digest: str = ""  # sha256 of the file bytes
+
+    def __len__(self) -> int:
+        return len(self.queries)
+
+    def by_id(self) -> dict[str, GoldenQuery]:
+        return {q.id: q for q in self.queries}
+
+    def subset(self, ids: set[str]) -> GoldenSet:
+        kept = tuple(q for q in self.queries if q.id in ids)
+        return GoldenSet(self.name, kept, self.path, self.private, self.metadata_fields,
+                         self.description, self.digest)
+
+
+def load_golden_set(path: str | Path) -> GoldenSet:
+    """Read and validate a golden-set file; raise one GoldenSetError listing every problem."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise GoldenSetError(f"cannot read golden set {path}: {exc.strerror}") from None
+    return parse_golden_set(raw, str(path))
+
+
+def parse_golden_set(raw: bytes, source: str) -> GoldenSet:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise GoldenSetError("golden set is not UTF-8",
+                             [Problem(f"byte {exc.start}: {exc.reason}", source)]) from None
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.load(text, Loader=yaml.SafeLoader)  # noqa: S506 - SafeLoader
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{source}:{mark.line + 1}" if mark else source
+        msg = str(getattr(exc, "problem", None) or exc).splitlines()[0]
+        raise GoldenSetError("golden set is not valid YAML", [Problem(msg, where)]) from None
+    return _build(data, node, source, hashlib.sha256(raw).hexdigest())
+
+
+class _Lines:
+    """Line numbers of YAML nodes, found by walking the composed node tree alongside data."""
+
+    def __init__(self, source: str):
+        self.source = source
+
+    def at(self, node: Any) -> str:
+        line = node.start_mark.line + 1 if node is not None else 0
+        return f"{self.source}:{line}" if line else self.source
+
+
+def _mapping_child(node: Any, key: str) -> Any:
+    if isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            if getattr(k, "value", None) == key:
+                return v
+    return None
+
+
+def _build(data: Any, node: Any, source: str, digest: str) -> GoldenSet:
+    lines = _Lines(source)
+    problems: list[Problem] = []
+    name = Path(source).stem
+    private = False
+    case_insensitive = False
+    description = ""
+    metadata_fields = DEFAULT_METADATA_FIELDS
+    queries_node = node
+
+    if isinstance(data, dict):
+        for key in sorted(set(map(str, data)) - TOP_LEVEL_KEYS):
+            problems.append(Problem(f"unknown top-level key {key!r} (known: "
+                                    f"{', '.join(sorted(TOP_LEVEL_KEYS))})",
+                                    lines.at(_mapping_child(node, key))))
+        name = _top(data, "name", str, name, problems, lines, node)
+        private = _top(data, "private", bool, False, problems, lines, node)
+        case_insensitive = _top(data, "case_insensitive", bool, False, problems, lines, node)
+        description = _top(data, "description", str, "", problems, lines, node)
+        mf = data.get("metadata_fields", list(DEFAULT_METADATA_FIELDS))
+        if isinstance(mf, list) and all(isinstance(x, str) for x in mf):
+            metadata_fields = tuple(mf)
+        else:
+            problems.append(Problem("metadata_fields must be a list of strings",
+                                    lines.at(_mapping_child(node, "metadata_fields"))))
+        queries = data.get("queries")
+        queries_node = _mapping_child(node, "queries")
+        if queries is None:
+            problems.append(Problem("missing required top-level key 'queries'", lines.at(node)))
+            queries = []
+    elif isinstance(data, list):
+        queries = data
+    else:
+        raise GoldenSetError("invalid golden set", [Problem(
+            "top level must be a mapping with 'queries' or a list of queries", lines.at(node))])
+
+    if not isinstance(queries, list):
+        problems.append(Problem("'queries' must be a list", lines.at(queries_node)))
+        queries = []
+    item_nodes = queries_node.value if isinstance(queries_node, yaml.SequenceNode) else []
+
+    parsed: list[GoldenQuery] = []
+    for i, item in enumerate(queries):
+        item_node = item_nodes[i] if i < len(item_nodes) else None
+        q = _parse_query(item, item_node, i, lines, problems, metadata_fields, case_insensitive)
+        if q is not None:
+            parsed.append(q)
+    if not queries and not problems:
+        problems.append(Problem("the golden set has no queries", lines.at(node)))
+    problems += _cross_query_problems(parsed, source)
+    if problems:
+        raise GoldenSetError(f"invalid golden set {source}", problems)
+    return GoldenSet(name, tuple(parsed), source, private, metadata_fields, description, digest)
+
+
+def _top(data: dict, key: str, typ: type, default: Any, problems, lines, node) -> Any:
+    value = data.get(key, default)
+    if value is None or not isinstance(value, typ):
+        problems.append(Problem(f"'{key}' must be {typ.__name__}",
+                                lines.at(_mapping_child(node, key))))
+        return default
+    return value
+
+
+def _parse_query(item: Any, node: Any, index: int, lines: _Lines, problems: list[Problem],
+                 metadata_fields: tuple[str, ...], file_ci: bool) -> GoldenQuery | None:
+    where = lines.at(node)
+    if not isinstance(item, dict):
+        problems.append(Problem(f"query #{index + 1} must be a mapping", where))
+        return None
+    qid = item.get("id")
+    qid_str = str(qid) if isinstance(qid, (str, int)) and not isinstance(qid, bool) else None
+    before = len(problems)
+
+    def bad(message: str, key: str | None = None) -> None:
+        loc = lines.at(_mapping_child(node, key)) if key else where
+        problems.append(Problem(message, loc, qid_str))
+
+    for key in sorted(set(map(str, item)) - set(QUERY_FIELDS)):
+        bad(f"unknown key {key!r}", key)
+    for key in ("id", "query"):
+        if item.get(key) in (None, ""):
+            bad(f"missing required key {key!r}")
+    for key, (types, type_name) in QUERY_FIELDS.items():
+        value = item.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) and bool not in types or not isinstance(value, types):
+            bad(f"{key!r} must be {type_name}, got {type(value).__name__}", key)
+        elif type_name == "a list of strings" and not all(isinstance(x, str) for x in value):
+            bad(f"{key!r} must be a list of strings", key)
+
+    doc_ids = _doc_grades(item.get("expected_doc_ids"), bad)
+    qtype = item.get("query_type")
+    if isinstance(qtype, str) and qtype not in QUERY_TYPES:
+        bad(f"unknown query_type {qtype!r} (known: {', '.join(QUERY_TYPES)})", "query_type")
+    mfield = item.get("metadata_field")
+    if isinstance(mfield, str) and mfield not in metadata_fields:
+        bad(f"unknown metadata_field {mfield!r} (this file's metadata_fields: "
+            f"{', '.join(metadata_fields)})", "metadata_field")
+    if len(problems) > before:
+        return None
+
+    def strs(key: str) -> tuple[str, ...]:
+        return tuple(item.get(key) or ())
+
+    opt = lambda key: None if item.get(key) is None else str(item[key])  # noqa: E731
+    return GoldenQuery(
+        id=qid_str or "", query=item["query"], expected_chunk_ids=strs("expected_chunk_ids"),
+        expected_doc_ids=doc_ids, must_contain=strs("must_contain"), forbidden=strs("forbidden"),
+        ask=bool(item.get("ask", False)), answerable=bool(item.get("answerable", True)),
+        case_insensitive=bool(item.get("case_insensitive", file_ci)), query_type=qtype,
+        hardcase_categories=strs("hardcase_categories"), metadata_field=mfield,
+        group=opt("group"), difficulty=opt("difficulty"), lang=opt("lang"),
+        line=node.start_mark.line + 1 if node is not None else 0)
+
+
+def _doc_grades(value: Any, bad) -> dict[str, int]:
+    if value is None:
+        return {}
+    if isinstance(value, list):
+        if not all(isinstance(x, (str, int)) and not isinstance(x, bool) for x in value):
+            bad("'expected_doc_ids' list items must be doc ids", "expected_doc_ids")
+            return {}
+        return {str(x): 1 for x in value}
+    if isinstance(value, dict):
+        grades = {}
+        for doc, grade in value.items():
+            if isinstance(grade, bool) or not isinstance(grade, int):
+                bad(f"grade of doc {doc!r} must be an integer", "expected_doc_ids")
+            else:
+                grades[str(doc)] = grade
+        return grades
+    return {}
+
+
+def _cross_query_problems(queries: list[GoldenQuery], source: str) -> list[Problem]:
+    problems = []
+    seen: dict[str, GoldenQuery] = {}
+    for q in queries:
+        if q.id in seen:
+            problems.append(Problem(f"duplicate id (first at line {seen[q.id].line})",
+                                    f"{source}:{q.line}", q.id))
+        else:
+            seen[q.id] = q
+    groups: dict[str, GoldenQuery] = {}
+    for q in queries:
+        if q.group is None:
+            continue
+        first = groups.setdefault(q.group, q)
+        if dict(first.expected_doc_ids) != dict(q.expected_doc_ids):
+            problems.append(Problem(
+                f"group {q.group!r} disagrees on expected_doc_ids with query {first.id!r} "
+                f"(line {first.line})", f"{source}:{q.line}", q.id))
+    return problems

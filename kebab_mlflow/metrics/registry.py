@@ -1,0 +1,99 @@
+"""The metric registry: name → definition. Names are MLflow-legal (``hit_at_5``, not ``hit@5``).
+
+Families with a cut-off are registered once per k in :data:`CUTOFFS` (and any k asked for at
+run time through :func:`ensure_cutoff`). Levels: ``chunk`` (over queries with expected chunk
+ids), ``doc`` (over queries with expected doc ids), ``answer`` (queries with ``ask``), ``run``
+(every query).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+CUTOFFS = (1, 3, 5, 10)
+MRR_CUTOFF = 10
+
+
+@dataclass(frozen=True)
+class MetricDef:
+    name: str
+    level: str  # chunk | doc | answer | run
+    description: str
+    family: str
+    k: int | None = None  # the cut-off; the retrieval depth must reach it
+    higher_is_better: bool = True
+
+
+METRICS: dict[str, MetricDef] = {}
+
+
+def register(metric: MetricDef) -> MetricDef:
+    if metric.name in METRICS:
+        raise ValueError(f"metric {metric.name!r} registered twice")
+    METRICS[metric.name] = metric
+    return metric
+
+
+def get_metric(name: str) -> MetricDef:
+    try:
+        return METRICS[name]
+    except KeyError:
+        from kebab_mlflow.errors import ConfigError
+
+        raise ConfigError(f"unknown metric {name!r}; valid metrics: "
+                          f"{', '.join(sorted(METRICS))}") from None
+
+
+def metric_names(level: str | None = None) -> list[str]:
+    return [n for n, m in METRICS.items() if level is None or m.level == level]
+
+
+def retrieval_name(family: str, level: str, k: int | None) -> str:
+    """hit/mrr keep their original chunk-level names; everything else names its level."""
+    base = family if k is None else f"{family}_at_{k}"
+    if level == "chunk" and family in ("hit", "mrr"):
+        return base
+    return f"{base}_{level}"
+
+
+_DESCRIPTIONS = {
+    "hit": "1 if any relevant {unit} is ranked <= {k}",
+    "mrr": "1 / rank of the first relevant {unit} if that rank <= 10, else 0",
+    "precision": "relevant {unit}s in the top {k} / {k} (denominator k even for short lists)",
+    "recall": "relevant {unit}s in the top {k} / all relevant {unit}s",
+    "ndcg": "nDCG@{k}, linear gain = graded relevance, log2 discount (trec_eval ndcg_cut)",
+}
+
+
+def ensure_cutoff(k: int) -> None:
+    """Register the cut-off families for k (e.g. 100 for benchmarks) if not there yet."""
+    for level, unit in (("chunk", "chunk"), ("doc", "document")):
+        for family in ("hit", "precision", "recall", "ndcg"):
+            name = retrieval_name(family, level, k)
+            if name not in METRICS:
+                register(MetricDef(name, level, _DESCRIPTIONS[family].format(unit=unit, k=k),
+                                   family, k))
+
+
+for _level, _unit in (("chunk", "chunk"), ("doc", "document")):
+    register(MetricDef(retrieval_name("mrr", _level, None), _level,
+                       _DESCRIPTIONS["mrr"].format(unit=_unit), "mrr", MRR_CUTOFF))
+for _k in CUTOFFS:
+    ensure_cutoff(_k)
+
+for _name, _desc, _better in (
+    ("no_hit_rate", "share of queries that returned zero hits", False),
+    ("error_rate", "share of queries whose pipeline call raised", False),
+):
+    register(MetricDef(_name, "run", _desc, _name, None, _better))
+
+for _name, _desc, _better in (
+    ("contains_all", "answer holds every must_contain string and no forbidden one; an "
+     "answerable question refused scores 0; a refused unanswerable one is not counted", True),
+    ("refusal_rate", "share of ask queries the pipeline refused", False),
+    ("ask_grounded_rate", "share of ask queries answered (not refused) with >= 1 citation", True),
+    ("citation_validity", "answered with citations: every cited chunk was among the hits", True),
+):
+    register(MetricDef(_name, "answer", _desc, _name, None, _better))

@@ -1,0 +1,65 @@
+"""What a pipeline is: records (Hit, Answer, VersionSnapshot) and the Pipeline protocol.
+
+Any object with ``versions``, ``search`` and ``ask`` can be evaluated; the reference pipeline
+(:mod:`kebab_mlflow.reference`) is one such object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Protocol, runtime_checkable
+
+VERSION_KEYS = ("parser_version", "chunker_version", "embedding_version", "index_version",
+                "prompt_template_version")
+UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class VersionSnapshot:
+    parser_version: str = UNKNOWN
+    chunker_version: str = UNKNOWN
+    embedding_version: str = UNKNOWN
+    index_version: str = UNKNOWN
+    prompt_template_version: str = UNKNOWN
+
+    def as_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Hit:
+    chunk_id: str
+    doc_id: str
+    score: float
+    rank: int  # 1-based
+    text: str = ""
+
+    def __post_init__(self) -> None:
+        if self.rank < 1:
+            raise ValueError(f"rank must be >= 1, got {self.rank}")
+
+
+@dataclass(frozen=True)
+class Answer:
+    text: str
+    citations: tuple[str, ...] = ()
+    refusal_reason: str | None = None
+    confidence: float | None = None
+    raw_confidence: float | None = None  # before calibration, when the pipeline has one
+
+    @property
+    def refused(self) -> bool:
+        return self.refusal_reason is not None
+
+
+@runtime_checkable
+class Pipeline(Protocol):
+    """The contract every evaluated system meets (a Python target implements exactly this)."""
+
+    @property
+    def versions(self) -> VersionSnapshot: ...
+
+    def search(self, query: str, k: int) -> Sequence[Hit]: ...
+
+    def ask(self, query: str, hits: Sequence[Hit]) -> Answer: ...

@@ -1,0 +1,97 @@
+"""PNG plots where a person would rather look than read (matplotlib, headless)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+_AT_K = re.compile(r"^(hit|precision|recall|ndcg)_at_(\d+)(?:_(chunk|doc))?$")
+
+
+def metric_vs_k(overall: Mapping[str, float | None], path: Path, title: str) -> bool:
+    """One line per metric family and level over the cut-offs; False when nothing to draw."""
+    series: dict[str, list[tuple[int, float]]] = {}
+    for name, value in overall.items():
+        m = _AT_K.match(name)
+        if m and value is not None:
+            label = f"{m.group(1)}@k ({m.group(3) or 'chunk'})"
+            series.setdefault(label, []).append((int(m.group(2)), value))
+    if not series:
+        return False
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for label, points in sorted(series.items()):
+        points.sort()
+        ax.plot([k for k, _ in points], [v for _, v in points], marker="o", label=label)
+    ax.set_xscale("log")
+    ks = sorted({k for pts in series.values() for k, _ in pts})
+    ax.set_xticks(ks, [str(k) for k in ks])
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel("cut-off k")
+    ax.set_ylabel("mean over queries")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def reliability_diagram(bins: Sequence[tuple[float, float | None, float | None, int]],
+                        path: Path, title: str) -> None:
+    """Accuracy vs confidence per fixed-width bin, with the count of each bin."""
+    plt = _pyplot()
+    fig, (ax, ax_n) = plt.subplots(2, 1, figsize=(6, 6), height_ratios=[3, 1], sharex=True)
+    ax.plot([0, 1], [0, 1], "--", color="grey", label="perfect calibration")
+    width = 1 / len(bins)
+    xs = [lo + width / 2 for lo, *_ in bins]
+    acc = [a if a is not None else 0 for _, _, a, _ in bins]
+    ax.bar(xs, acc, width=width * 0.9, alpha=0.7, label="accuracy")
+    conf = [(lo + width / 2, c) for lo, c, _, _ in bins if c is not None]
+    ax.plot([x for x, _ in conf], [c for _, c in conf], "o", color="black", label="mean conf.")
+    ax.set_ylabel("accuracy")
+    ax.set_ylim(0, 1)
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    counts = [n for *_, n in bins]
+    ax_n.bar(xs, counts, width=width * 0.9, color="grey")
+    for x, n in zip(xs, counts, strict=True):
+        if n:
+            ax_n.text(x, n, str(n), ha="center", va="bottom", fontsize=7)
+    ax_n.set_xlabel("confidence")
+    ax_n.set_ylabel("cases")
+    ax_n.set_xlim(0, 1)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def bar_with_ci(rows: Sequence[tuple[str, float | None, float | None, float | None]],
+                path: Path, title: str, ylabel: str) -> None:
+    """One bar per row with its confidence interval (sweep leaderboards)."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(max(5, len(rows) * 1.1), 4))
+    names = [r[0] for r in rows]
+    values = [r[1] or 0 for r in rows]
+    lows = [max(0.0, (r[1] or 0) - (r[2] if r[2] is not None else (r[1] or 0))) for r in rows]
+    highs = [max(0.0, (r[3] if r[3] is not None else (r[1] or 0)) - (r[1] or 0)) for r in rows]
+    ax.bar(names, values, yerr=[lows, highs], capsize=4, color="#4c72b0")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.set_ylim(0, 1.05)
+    ax.tick_params(axis="x", rotation=30)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,201 @@
+"""The built-in reference pipeline: ingest → chunk → index (cached on disk) → search → answer.
+
+The version snapshot is derived from the configuration alone, so changing a chunker setting
+changes ``chunker_version`` and changing nothing changes nothing. The built index lives in
+``$KEBAB_CACHE_DIR`` (default ``.kebab-cache/`` in the working directory) under a key made of
+the corpus digest and the versions; a second run with the same inputs loads it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from kebab_mlflow.answerer import AnswererConfig, extractive_answer
+from kebab_mlflow.chunker import Chunk, ChunkerConfig, chunk_corpus
+from kebab_mlflow.corpus import Corpus, load_corpus
+from kebab_mlflow.pipeline import Answer, Hit, VersionSnapshot
+
+PARSER_VERSION = "parser-v1"
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("KEBAB_CACHE_DIR", ".kebab-cache"))
+
+
+def versions_for(config: Mapping[str, Any], embedding_id: str = "") -> VersionSnapshot:
+    ch, bm, hy, an = config["chunker"], config["bm25"], config["hybrid"], config["answer"]
+    chunker = ("document-v1" if ch["mode"] == "document"
+               else f"structure-v1-max{ch['max_chars']}-overlap{ch['overlap_chars']}")
+    from kebab_mlflow.backends.lexical import TOKENIZER_VERSION
+
+    bm25 = f"bm25-k1={bm['k1']}-b={bm['b']}"
+    backend = config["backend"]
+    embedding, index = {
+        "lexical": (TOKENIZER_VERSION, bm25),
+        "dense": (embedding_id, "exact-ip-v1"),
+        "hybrid": (f"{TOKENIZER_VERSION}+{embedding_id}",
+                   f"rrf-k{hy['rrf_k']}-depth{hy['depth']}({bm25}+exact-ip-v1)"),
+        "random": ("none", "sha256-random-v1"),
+        "oracle": ("none", "oracle-v1"),
+    }[backend]
+    if config.get("top_k") is not None:
+        index += f"-top{config['top_k']}"
+    prompt = (f"extractive-v1-ctx{an['context_k']}-sent{an['max_sentences']}"
+              f"-gate{an['refuse_below']}" + ("-calibrated" if an["calibrate"] else ""))
+    return VersionSnapshot(PARSER_VERSION, chunker, embedding, index, prompt)
+
+
+class ReferencePipeline:
+    def __init__(self, config: Mapping[str, Any], corpus: Corpus, chunks: list[Chunk],
+                 backend: Any, folder: Path, embedding_id: str = ""):
+        self.config = config
+        self.corpus = corpus
+        self.chunks = chunks
+        self.backend = backend
+        self.folder = folder
+        self._versions = versions_for(config, embedding_id)
+        an = config["answer"]
+        self.answer_config = AnswererConfig(an["context_k"], an["max_sentences"],
+                                            an["refuse_below"])
+        self.calibrator = _load_calibrator(folder) if an["calibrate"] else None
+
+    @property
+    def versions(self) -> VersionSnapshot:
+        return self._versions
+
+    @property
+    def chunk_ids(self) -> set[str]:
+        return {c.chunk_id for c in self.chunks}
+
+    @property
+    def doc_ids(self) -> set[str]:
+        return {c.doc_id for c in self.chunks}
+
+    def search(self, query: str, k: int) -> list[Hit]:
+        return self.search_batch([query], k)[0]
+
+    def search_batch(self, queries: Sequence[str], k: int) -> list[list[Hit]]:
+        cap = self.config.get("top_k")
+        depth = min(k, cap) if cap is not None else k
+        return [[self._hit(i, score, rank) for rank, (i, score) in enumerate(ranked, 1)]
+                for ranked in self.backend.search_batch(queries, depth)]
+
+    def ask(self, query: str, hits: Sequence[Hit]) -> Answer:
+        return extractive_answer(query, hits, self.answer_config, self.calibrator)
+
+    def _hit(self, index: int, score: float, rank: int) -> Hit:
+        chunk = self.chunks[index]
+        return Hit(chunk.chunk_id, chunk.doc_id, score, rank, chunk.text)
+
+
+def build_pipeline(config: Mapping[str, Any], corpus_path: str | Path,
+                   truth: Mapping[str, tuple[Sequence[str], Mapping[str, int]]] | None = None,
+                   progress: Any = None) -> ReferencePipeline:
+    """Load or build the index for ``config`` over the corpus. ``truth`` (query text →
+    expected chunk ids, doc grades) is needed only by the oracle backend."""
+    corpus = load_corpus(corpus_path)
+    backend_name = config["backend"]
+    embedding_id = ""
+    if backend_name in ("dense", "hybrid"):
+        from kebab_mlflow.backends.dense import embedding_version
+
+        embedding_id = embedding_version(config["dense"])
+    versions = versions_for(config, embedding_id)
+    folder = _index_folder(corpus, versions)
+    chunks = _load_or_build_chunks(folder, corpus, config)
+    backend = _make_backend(backend_name, config, chunks, folder, truth or {}, progress)
+    return ReferencePipeline(config, corpus, chunks, backend, folder, embedding_id)
+
+
+def _index_folder(corpus: Corpus, versions: VersionSnapshot) -> Path:
+    # the chunk list depends only on corpus + parser + chunker; backends add files beside it
+    key = hashlib.sha256(json.dumps(
+        [corpus.digest, versions.parser_version, versions.chunker_version]).encode())
+    return cache_root() / "index" / key.hexdigest()[:24]
+
+
+def _load_or_build_chunks(folder: Path, corpus: Corpus, config: Mapping[str, Any]) -> list[Chunk]:
+    path = folder / "chunks.jsonl"
+    if path.is_file():
+        with path.open(encoding="utf-8") as fh:
+            return [Chunk(**json.loads(line)) for line in fh]
+    ch = config["chunker"]
+    chunks = chunk_corpus(corpus, ChunkerConfig(ch["mode"], ch["max_chars"], ch["overlap_chars"]))
+    with atomic_folder(folder) as tmp:
+        with (tmp / "chunks.jsonl").open("w", encoding="utf-8") as fh:
+            for c in chunks:
+                fh.write(json.dumps({"chunk_id": c.chunk_id, "doc_id": c.doc_id,
+                                     "text": c.text}) + "\n")
+    return chunks
+
+
+class atomic_folder:  # noqa: N801 - used as a context manager
+    """Write files into a temp folder, then move each into ``folder`` atomically, so a cache
+    is never seen half-written (parallel sweep workers may build the same index)."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+
+    def __enter__(self) -> Path:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.tmp = Path(tempfile.mkdtemp(dir=self.folder, prefix=".tmp-"))
+        return self.tmp
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            if exc_type is None:
+                for f in self.tmp.iterdir():
+                    os.replace(f, self.folder / f.name)
+        finally:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def _make_backend(name: str, config: Mapping[str, Any], chunks: list[Chunk], folder: Path,
+                  truth, progress) -> Any:
+    from kebab_mlflow.backends.floors import OracleBackend, RandomBackend
+
+    ids = [c.chunk_id for c in chunks]
+    if name == "random":
+        return RandomBackend(ids)
+    if name == "oracle":
+        return OracleBackend(ids, [c.doc_id for c in chunks], truth)
+    if name == "lexical":
+        return _lexical(config, chunks, folder)
+    from kebab_mlflow.backends.dense import DenseBackend
+
+    dense = DenseBackend.load_or_build(config["dense"], chunks, folder, progress)
+    if name == "dense":
+        return dense
+    from kebab_mlflow.backends.hybrid import HybridBackend
+
+    hy = config["hybrid"]
+    return HybridBackend(_lexical(config, chunks, folder), dense, hy["rrf_k"], hy["depth"])
+
+
+def _lexical(config: Mapping[str, Any], chunks: list[Chunk], folder: Path):
+    from kebab_mlflow.backends.lexical import BM25Index
+
+    bm = config["bm25"]
+    sub = folder / f"bm25-k1={bm['k1']}-b={bm['b']}"
+    if (sub / "bm25_weights.npz").is_file():
+        return BM25Index.load(sub)
+    index = BM25Index.build([c.text for c in chunks], bm["k1"], bm["b"])
+    with atomic_folder(sub) as tmp:
+        index.save(tmp)
+    return index
+
+
+def _load_calibrator(folder: Path):
+    path = folder / "calibrator.json"
+    if not path.is_file():
+        return None
+    from kebab_mlflow.calibration import Calibrator
+
+    return Calibrator.load(path)

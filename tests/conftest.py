@@ -1,0 +1,44 @@
+"""Shared fixtures. Every test that touches MLflow gets a temporary store — never ./mlruns."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures"
+GOLDEN = FIXTURES / "golden_queries.yaml"
+KB = FIXTURES / "kb"
+SHARED = ROOT.parent / "shared"
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Each test: its own cwd, index cache and tracking URI unset (so the default store, if a
+    test uses it, is the temporary cwd's mlruns/)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("KEBAB_CACHE_DIR", str(tmp_path / ".kebab-cache"))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    yield
+
+
+@pytest.fixture(scope="session")
+def shared_cache(tmp_path_factory) -> Path:
+    """An index cache shared across tests that only read fixtures (saves rebuilds)."""
+    return tmp_path_factory.mktemp("kebab-cache")
+
+
+@pytest.fixture
+def store_uri(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+os.environ.setdefault("MLFLOW_ENABLE_ASYNC_LOGGING", "false")
