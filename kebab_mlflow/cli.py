@@ -253,5 +253,8 @@ def upload(
     typer.echo(f"published run {data['run_id']}")
 
 
+# Commands that live in their own modules register themselves on `app` when imported.
+from kebab_mlflow import cli_answers, cli_compare, cli_sweep  # noqa: E402, F401
+
 if __name__ == "__main__":
     main()

@@ -1,0 +1,1 @@
+"""CLI commands: answers (registered on kebab_mlflow.cli.app)."""

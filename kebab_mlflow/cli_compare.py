@@ -1,0 +1,1 @@
+"""CLI commands: compare (registered on kebab_mlflow.cli.app)."""

@@ -1,0 +1,1 @@
+"""CLI commands: sweep (registered on kebab_mlflow.cli.app)."""
