@@ -60,6 +60,8 @@ class RunResult:
     ui_command: str
     timings: dict[str, float]
     versions: dict[str, str]
+    scores: dict[str, Any] = field(default_factory=dict)  # metric -> per-query numpy array
+    query_ids: tuple[str, ...] = ()
 
 
 class RunInterrupted(KebabError):
@@ -179,7 +181,8 @@ def execute(options: RunOptions, *, progress: Any = None,
     shutil.rmtree(workdir, ignore_errors=True)
     timings = {"index_s": prepared.index_s, **outcome.timings, "mlflow_s": mlflow_s}
     return RunResult(run_id, experiment_id, "FINISHED", metrics, outcome.aggregate,
-                     tracker.ui_command(), timings, prepared.versions)
+                     tracker.ui_command(), timings, prepared.versions, outcome.scores,
+                     tuple(q.id for q in prepared.golden.queries))
 
 
 def _dataset_tags(golden: GoldenSet) -> dict[str, str]:

@@ -113,9 +113,12 @@ def run_queries(pipeline: Any, golden: GoldenSet, depth: int, cutoffs: Sequence[
         for start in range(0, len(golden.queries), BATCH_SIZE):
             batch = golden.queries[start:start + BATCH_SIZE]
             t0 = time.perf_counter()
-            results = [_answer(pipeline, q, *searched)
-                       for q, searched in zip(batch, _search_batch(pipeline, batch, depth),
-                                              strict=True)]
+            if hasattr(pipeline, "run_many"):  # targets that search and answer in one call
+                results = _run_many(pipeline, batch, depth)
+            else:
+                results = [_answer(pipeline, q, *searched)
+                           for q, searched in zip(batch, _search_batch(pipeline, batch, depth),
+                                                  strict=True)]
             t1 = time.perf_counter()
             t_pipeline += t1 - t0
             failed = next((r for r in results if r.error), None)
@@ -158,6 +161,22 @@ def _answer(pipeline: Any, query: GoldenQuery, hits, error, seconds) -> QueryRes
             traceback.clear_frames(exc.__traceback__)
         seconds += time.perf_counter() - start
     return QueryResult(query.id, hits if error is None else (), answer, seconds * 1000.0, error)
+
+
+def _run_many(pipeline: Any, queries: Sequence[GoldenQuery], depth: int) -> list[QueryResult]:
+    """``run_many([(text, ask)], k) -> [(hits, answer | None, error | None, seconds)]`` in
+    input order; the target may work on several queries at once (see targets.py)."""
+    replies = pipeline.run_many([(q.query, q.ask) for q in queries], depth)
+    results = []
+    for q, (hits, answer, error, seconds) in zip(queries, replies, strict=True):
+        hits = tuple(hits or ())
+        error = error or _validate_hits(hits)
+        if error is None and q.ask and not isinstance(answer, Answer):
+            error = "the target returned no answer for an ask query"
+        results.append(QueryResult(q.id, hits if error is None else (),
+                                   answer if error is None and q.ask else None,
+                                   seconds * 1000.0, error))
+    return results
 
 
 def build_aggregate(golden: GoldenSet, scores: dict[str, np.ndarray],
