@@ -1,11 +1,13 @@
 """Heading- and paragraph-aware chunking with stable chunk ids ``<doc_id>#<n>``.
 
 ``mode: structure`` splits a markdown document at headings, packs whole paragraphs into chunks of
-at most ``max_chars`` characters, and starts each follow-on chunk of a section with the tail
-paragraphs of the previous one (up to ``overlap_chars``). A paragraph longer than ``max_chars``
-is cut at word boundaries into overlapping windows. Every chunk begins with its heading path, so a
-chunk says what it is about. ``mode: document`` keeps each document whole (one chunk), the usual
-choice for BEIR collections whose documents are already passages.
+at most ``max_chars`` characters, and starts each follow-on chunk of a section with the end of
+the previous one, up to ``overlap_chars``: its last whole paragraphs, or, when its last
+paragraph is longer than that, the last sentences of it (the last words of a long sentence).
+A paragraph longer than ``max_chars`` is cut at word boundaries into overlapping windows. Every
+chunk begins with its heading path, so a chunk says what it is about. ``mode: document`` keeps
+each document whole (one chunk), the usual choice for BEIR collections whose documents are
+already passages.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import re
 from dataclasses import dataclass
 
 from kebab_mlflow.corpus import Corpus, Document
+from kebab_mlflow.text import split_sentences
 
 HEADING_RE = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 
@@ -87,15 +90,20 @@ def _sections(text: str) -> list[tuple[list[str], list[str]]]:
 
 
 def _pack(paragraphs: list[str], max_chars: int, overlap_chars: int) -> list[str]:
-    units: list[str] = []
+    units: list[tuple[str, bool]] = []  # (text, continues the previous unit's paragraph)
     for p in paragraphs:
-        units += _windows(p, max_chars, overlap_chars) if len(p) > max_chars else [p]
+        if len(p) > max_chars:
+            units += [(w, i > 0) for i, w in enumerate(_windows(p, max_chars, overlap_chars))]
+        else:
+            units.append((p, False))
     chunks: list[str] = []
     current: list[str] = []
-    for unit in units:
+    for unit, continues in units:
         if current and len("\n\n".join(current + [unit])) > max_chars:
             chunks.append("\n\n".join(current))
-            current = _tail(current, overlap_chars, max_chars - len(unit) - 2)
+            # a window of a long paragraph already overlaps the one before it
+            current = [] if continues else _tail(current, overlap_chars,
+                                                 max_chars - len(unit) - 2)
         current.append(unit)
     if current:
         chunks.append("\n\n".join(current))
@@ -103,15 +111,35 @@ def _pack(paragraphs: list[str], max_chars: int, overlap_chars: int) -> list[str
 
 
 def _tail(units: list[str], overlap_chars: int, room: int) -> list[str]:
-    """The last whole paragraphs of a chunk that fit in the overlap (and leave room)."""
+    """What a follow-on chunk repeats of the previous one, at most ``min(overlap_chars, room)``
+    characters: its last whole paragraphs that fit; when not even the last paragraph fits,
+    the last sentences of it that do (or, for one long sentence, its last words)."""
+    limit = min(overlap_chars, room)
     tail: list[str] = []
     size = 0
     for unit in reversed(units):
         size += len(unit) + 2
-        if size > min(overlap_chars, room):
+        if size > limit:
             break
         tail.insert(0, unit)
-    return tail
+    if tail or not units or limit <= 0:
+        return tail
+    part = _last_pieces(split_sentences(units[-1]), limit)
+    if not part:
+        part = _last_pieces(units[-1].split(), limit)
+    return [part] if part else []
+
+
+def _last_pieces(pieces: list[str], limit: int) -> str:
+    """The longest suffix of ``pieces`` whose space-joined text fits in ``limit``."""
+    kept: list[str] = []
+    size = -1
+    for piece in reversed(pieces):
+        if size + len(piece) + 1 > limit:
+            break
+        size += len(piece) + 1
+        kept.insert(0, piece)
+    return " ".join(kept)
 
 
 def _windows(paragraph: str, max_chars: int, overlap_chars: int) -> list[str]:

@@ -7,19 +7,49 @@ happen inside the commands that need them, so ``--help`` is instant.
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from kebab_mlflow.errors import KebabError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
-                  help="Evaluate retrieval/RAG pipelines on golden sets; MLflow is the record.")
-baseline_app = typer.Typer(help="Mark or show the experiment's baseline run.",
-                           no_args_is_help=True)
+
+
+def _report(exc: KebabError) -> None:
+    from kebab_mlflow.console import err
+
+    err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+
+
+class _App(typer.Typer):
+    """A Typer whose commands turn a KebabError into its message and exit code (no traceback),
+    however they are invoked (console script, ``python -m``, CliRunner in tests)."""
+
+    def command(self, *args, **kwargs):
+        register = super().command(*args, **kwargs)
+
+        def wrap(fn):
+            @functools.wraps(fn)
+            def guarded(*a, **kw):
+                try:
+                    return fn(*a, **kw)
+                except KebabError as exc:
+                    _report(exc)
+                    raise typer.Exit(exc.exit_code) from None
+
+            return register(guarded)
+
+        return wrap
+
+
+app = _App(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+           help="Evaluate retrieval/RAG pipelines on golden sets; MLflow is the record.")
+baseline_app = _App(help="Mark or show the experiment's baseline run.", no_args_is_help=True)
 app.add_typer(baseline_app, name="baseline")
 
 TrackingUri = Annotated[str | None, typer.Option(
@@ -29,24 +59,7 @@ Experiment = Annotated[str, typer.Option("--experiment", help="MLflow experiment
 
 
 def main() -> None:
-    try:
-        app(standalone_mode=False)
-    except KebabError as exc:
-        from kebab_mlflow.console import err
-
-        err.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True, soft_wrap=True)
-        sys.exit(exc.exit_code)
-    except typer.Abort:
-        sys.exit(130)
-    except Exception as exc:  # click usage errors
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
-            sys.exit(2)
-        if isinstance(exc, click.exceptions.Exit):
-            sys.exit(exc.exit_code)
-        raise
+    app()  # click maps usage errors to exit 2 itself
 
 
 @app.command()

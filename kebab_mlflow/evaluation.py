@@ -174,7 +174,8 @@ def execute(options: RunOptions, *, progress: Any = None,
     except Exception as exc:  # noqa: BLE001 - server lost mid-run: keep everything
         recovery = keep_for_recovery(workdir)
         raise TrackingError(
-            f"lost the tracking store while publishing run {run_id} ({type(exc).__name__}); "
+            f"lost the tracking store while publishing run {run_id} ({type(exc).__name__}: "
+            f"{str(exc).strip()[:200]}); "
             f"results kept in {recovery} — run `kebab-mlflow upload {recovery}` once it is back"
         ) from None
     mlflow_s += time.perf_counter() - t_log

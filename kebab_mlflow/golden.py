@@ -19,7 +19,8 @@ from kebab_mlflow.errors import GoldenSetError, Problem
 
 DEFAULT_METADATA_FIELDS = ("agency", "project", "budget", "deadline")
 QUERY_TYPES = ("single_doc", "comparison", "follow_up", "abstention")
-TOP_LEVEL_KEYS = {"name", "private", "metadata_fields", "case_insensitive", "description", "queries"}
+TOP_LEVEL_KEYS = {"name", "private", "metadata_fields", "case_insensitive", "description",
+                  "queries"}
 
 # key -> (accepted python types, human type name)
 _STR = ((str,), "a string")
@@ -188,14 +189,20 @@ def _build(data: Any, node: Any, source: str, digest: str) -> GoldenSet:
     item_nodes = queries_node.value if isinstance(queries_node, yaml.SequenceNode) else []
 
     parsed: list[GoldenQuery] = []
+    identities: list[_Identity] = []
     for i, item in enumerate(queries):
         item_node = item_nodes[i] if i < len(item_nodes) else None
         q = _parse_query(item, item_node, i, lines, problems, metadata_fields, case_insensitive)
         if q is not None:
             parsed.append(q)
+        identity = _identity(item, item_node)
+        if identity is not None:
+            identities.append(identity)
     if not queries and not problems:
         problems.append(Problem("the golden set has no queries", lines.at(node)))
-    problems += _cross_query_problems(parsed, source)
+    # cross-query checks see every query with an id, also those with problems of their own,
+    # so a duplicate id is reported together with the rest
+    problems += _cross_query_problems(identities, source)
     if problems:
         raise GoldenSetError(f"invalid golden set {source}", problems)
     return GoldenSet(name, tuple(parsed), source, private, metadata_fields, description, digest)
@@ -282,18 +289,44 @@ def _doc_grades(value: Any, bad) -> dict[str, int]:
     return {}
 
 
-def _cross_query_problems(queries: list[GoldenQuery], source: str) -> list[Problem]:
+@dataclass(frozen=True)
+class _Identity:
+    """What the cross-query checks need of a query (even one that failed its own checks)."""
+
+    id: str
+    line: int
+    group: str | None
+    expected_doc_ids: dict[str, int] | None  # None: unreadable, left out of the group check
+
+
+def _identity(item: Any, node: Any) -> _Identity | None:
+    if not isinstance(item, dict):
+        return None
+    qid = item.get("id")
+    if isinstance(qid, bool) or not isinstance(qid, (str, int)) or qid == "":
+        return None
+    group = item.get("group")
+    group = str(group) if isinstance(group, (str, int)) and not isinstance(group, bool) else None
+    failed: list[str] = []
+    grades = _doc_grades(item.get("expected_doc_ids"), lambda *a: failed.append("x"))
+    if not isinstance(item.get("expected_doc_ids"), (list, dict, type(None))):
+        failed.append("x")
+    line = node.start_mark.line + 1 if node is not None else 0
+    return _Identity(str(qid), line, group, None if failed else grades)
+
+
+def _cross_query_problems(queries: list[_Identity], source: str) -> list[Problem]:
     problems = []
-    seen: dict[str, GoldenQuery] = {}
+    seen: dict[str, _Identity] = {}
     for q in queries:
         if q.id in seen:
             problems.append(Problem(f"duplicate id (first at line {seen[q.id].line})",
                                     f"{source}:{q.line}", q.id))
         else:
             seen[q.id] = q
-    groups: dict[str, GoldenQuery] = {}
+    groups: dict[str, _Identity] = {}
     for q in queries:
-        if q.group is None:
+        if q.group is None or q.expected_doc_ids is None:
             continue
         first = groups.setdefault(q.group, q)
         if dict(first.expected_doc_ids) != dict(q.expected_doc_ids):

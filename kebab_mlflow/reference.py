@@ -192,10 +192,17 @@ def _lexical(config: Mapping[str, Any], chunks: list[Chunk], folder: Path):
     return index
 
 
-def _load_calibrator(folder: Path):
-    path = folder / "calibrator.json"
-    if not path.is_file():
-        return None
-    from kebab_mlflow.calibration import Calibrator
+def _load_calibrator(folder: Path, versions: VersionSnapshot | None = None):
+    """The calibrator fitted by ``kebab-mlflow calibrate`` for this pipeline, or None.
 
-    return Calibrator.load(path)
+    It lives in the index folder as ``calibrator-<key>.json``, ``key`` = a digest of the
+    version snapshot without the ``-calibrated`` suffix (see calibration.calibrator_key): the
+    index folder is shared by every backend and answerer setting over the same chunks, and a
+    calibrator is only valid for the ones it was fitted with. Without ``versions`` there is no
+    key, hence no calibrator."""
+    if versions is None:
+        return None
+    from kebab_mlflow.calibration import Calibrator, calibrator_path
+
+    path = calibrator_path(folder, versions)
+    return Calibrator.load(path) if path.is_file() else None

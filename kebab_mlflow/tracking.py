@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -109,7 +110,9 @@ class Tracker:
                 location = None
                 if self.local:
                     db = Path(self.uri.removeprefix("sqlite:///"))
-                    location = (db.parent / "artifacts").resolve().as_uri()
+                    # one folder per experiment, named so a person can find it
+                    folder = re.sub(r"[^\w.-]", "_", name)[:100] or "experiment"
+                    location = (db.parent / "artifacts" / folder).resolve().as_uri()
                 try:
                     return self.client.create_experiment(name, artifact_location=location)
                 except MlflowException:  # created by a racing process
@@ -153,8 +156,18 @@ class Tracker:
         from mlflow.data.meta_dataset import MetaDataset
 
         dataset = MetaDataset(CodeDatasetSource(tags=source_tags), name=name, digest=digest[:36])
-        self.client.log_inputs(run_id, [DatasetInput(
-            dataset._to_mlflow_entity(), tags=[InputTag("mlflow.data.context", "eval")])])
+        entity = DatasetInput(dataset._to_mlflow_entity(),
+                              tags=[InputTag("mlflow.data.context", "eval")])
+        # Two runs logging the same new dataset at once race on the store's unique key; the
+        # loser's retry finds the row and links to it.
+        for attempt in range(4):
+            try:
+                self.client.log_inputs(run_id, [entity])
+                return
+            except MlflowException:
+                if attempt == 3:
+                    raise
+                time.sleep(0.2 * (attempt + 1))
 
     def end_run(self, run_id: str, status: str = "FINISHED") -> None:
         self.client.set_terminated(run_id, status)

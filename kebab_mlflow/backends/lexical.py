@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from kebab_mlflow.backends import top_k_indices
+from kebab_mlflow.backends import top_k_positions
 from kebab_mlflow.text import tokenize
 
 TOKENIZER_VERSION = "tok1-lower-sklearnstop-snowballen"
@@ -47,24 +47,45 @@ class BM25Index:
         return cls(weights.T.tocsr(), vocab)
 
     def query_matrix(self, queries: Sequence[str]) -> sp.csr_matrix:
+        """(queries × terms) term counts of the queries (out-of-vocabulary terms dropped)."""
+        rows, cols = self._query_terms(queries)
+        # rows come in order, so the CSR arrays are direct; a repeated term is a repeated
+        # entry, which the product adds up like a count of 2
+        indptr = np.concatenate(([0], np.cumsum(np.bincount(rows, minlength=len(queries)))))
+        return sp.csr_matrix((np.ones(len(cols)), cols, indptr),
+                             shape=(len(queries), len(self.vocabulary)))
+
+    def _query_terms(self, queries: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(query row, term column) per query token in the vocabulary, repeats kept."""
         rows, cols = [], []
+        vocab = self.vocabulary
         for row, query in enumerate(queries):
             for token in tokenize(query):
-                col = self.vocabulary.get(token)
+                col = vocab.get(token)
                 if col is not None:
                     rows.append(row)
                     cols.append(col)
-        data = np.ones(len(rows))
-        return sp.csr_matrix((data, (rows, cols)), shape=(len(queries), len(self.vocabulary)))
+        return np.array(rows, dtype=np.int64), np.array(cols, dtype=np.int64)
 
     def scores(self, queries: Sequence[str]) -> np.ndarray:
         """Dense (queries × docs) BM25 scores."""
         return (self.query_matrix(queries) @ self.weights).toarray()
 
     def search_batch(self, queries: Sequence[str], k: int) -> list[list[tuple[int, float]]]:
-        scores = self.scores(queries)
-        return [[(int(i), float(row[i])) for i in top_k_indices(row, k, positive_only=True)]
-                for row in scores]
+        """Top k (doc index, score) per query; docs sharing no term with the query (score 0)
+        are never returned. Ranks straight from the sparse product's rows: a doc without a
+        stored entry scores 0, and every stored entry is > 0 (idf > 0, tf > 0)."""
+        product = (self.query_matrix(queries) @ self.weights).tocsr()
+        indptr, indices, data = product.indptr, product.indices, product.data
+        out: list[list[tuple[int, float]]] = []
+        for row in range(len(queries)):
+            cols, vals = indices[indptr[row]:indptr[row + 1]], data[indptr[row]:indptr[row + 1]]
+            if vals.size and vals.min() <= 0:  # defensive: explicit zeros
+                positive = vals > 0
+                cols, vals = cols[positive], vals[positive]
+            top = top_k_positions(cols, vals, k)
+            out.append(list(zip(cols[top].tolist(), vals[top].tolist(), strict=True)))
+        return out
 
     def save(self, folder: Path) -> None:
         import json

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -78,3 +80,32 @@ def flat_metrics(aggregate: Mapping) -> dict[str, float]:
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 out[metric_key(block, name)] = float(value)
     return out
+
+
+def dump_aggregate(aggregate: Mapping) -> str:
+    """``aggregate.json`` text: nulls kept, NaN refused (an aggregate holds None, never NaN)."""
+    return json.dumps(aggregate, indent=1, allow_nan=False)
+
+
+def _refuse_constant(name: str) -> float:
+    raise ValueError(f"{name} is not valid in an aggregate (use null)")
+
+
+def load_aggregate(text: str | bytes) -> dict:
+    """Read ``aggregate.json`` back. An aggregate written by an older version, before some
+    metric existed, loads as it is: ask for that metric with :func:`metric_value`, which reads
+    a missing metric as absent (None), not as an error."""
+    data = json.loads(text, parse_constant=_refuse_constant)
+    if not isinstance(data, dict) or not isinstance(data.get("overall"), dict):
+        raise ValueError("not an aggregate: expected a JSON object with an 'overall' block")
+    return data
+
+
+def metric_value(aggregate: Mapping, name: str, *block: str) -> float | None:
+    """A metric of a block (``"overall"`` by default, or e.g. ``"by_query_type", "comparison"``);
+    None when the block or the metric is absent or the value is null."""
+    node: Any = aggregate
+    for key in block or ("overall",):
+        node = node.get(key) if isinstance(node, Mapping) else None
+    value = node.get(name) if isinstance(node, Mapping) else None
+    return None if value is None else float(value)

@@ -2,7 +2,10 @@
 
 Conditional semantics: a correct refusal (``answerable: false`` and refused) is NaN for the
 answer-quality metrics and counted by the abstention metrics instead; an answerable question
-that is refused scores 0 on ``contains_all``, so refusing does not make a run look better.
+that is refused scores 0 on ``contains_all``, so refusing does not make a run look better; and
+an unanswerable question that is answered scores 0 (it should have been refused), so answering
+everything does not either. ``contains_all`` compares case-sensitively unless the query (or its
+file) says ``case_insensitive: true``; then both sides are case-folded.
 """
 
 from __future__ import annotations
@@ -22,11 +25,13 @@ def contains_all(query: GoldenQuery, answer: Answer | None) -> float:
         return NAN if not query.ask else 0.0
     if answer.refused:
         return NAN if not query.answerable else 0.0
-    text = answer.text.casefold() if query.case_insensitive else answer.text
+    if not query.answerable:
+        return 0.0
 
     def norm(s: str) -> str:
         return s.casefold() if query.case_insensitive else s
 
+    text = norm(answer.text)
     ok = all(norm(s) in text for s in query.must_contain) and not any(
         norm(s) in text for s in query.forbidden)
     return float(ok)

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 CUTOFFS = (1, 3, 5, 10)
 MRR_CUTOFF = 10
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -36,24 +37,98 @@ class RelevanceTable:
     def applicable(self) -> np.ndarray:
         return self.n_relevant > 0
 
+    # Cumulative sums over ranks, computed once per table (every cut-off then reads one
+    # column): column k-1 holds the value at cut-off k.
+    @cached_property
+    def relevant_cumulative(self) -> np.ndarray:
+        """(n × depth) number of relevant items within the first r+1 ranks."""
+        return np.cumsum(self.gains > 0, axis=1, dtype=np.int64)
+
+    @cached_property
+    def dcg_cumulative(self) -> np.ndarray:
+        return np.cumsum(self.gains * _discount(self.depth), axis=1)
+
+    @cached_property
+    def idcg_cumulative(self) -> np.ndarray:
+        return np.cumsum(self.ideal * _discount(self.depth), axis=1)
+
     @classmethod
     def from_rankings(cls, rankings: Sequence[Sequence[str]],
                       relevance: Sequence[Mapping[str, float]], depth: int) -> RelevanceTable:
-        """``rankings[i]`` = ids in rank order; ``relevance[i]`` = id → grade (> 0 relevant)."""
+        """``rankings[i]`` = ids in rank order; ``relevance[i]`` = id → grade (> 0 relevant).
+
+        Each judged id is looked up in the ranking (a C-level scan of at most ``depth`` ids),
+        so the cost follows the number of judgments, not depth × queries. An id listed twice
+        counts once, at its first rank (the runner refuses duplicate hits anyway)."""
         n = len(rankings)
         gains = np.zeros((n, depth))
         ideal = np.zeros((n, depth))
         n_relevant = np.zeros(n, dtype=np.int64)
         for i, (ranked, rel) in enumerate(zip(rankings, relevance, strict=True)):
-            grades = [g for g in rel.values() if g > 0]
-            n_relevant[i] = len(grades)
-            if not grades:
+            judged = [(item, g) for item, g in rel.items() if g > 0]
+            if not judged:
                 continue
-            row = [rel.get(item, 0) for item in ranked[:depth]]
-            gains[i, : len(row)] = row
-            top = sorted(grades, reverse=True)[:depth]
+            n_relevant[i] = len(judged)
+            top = sorted((g for _, g in judged), reverse=True)[:depth]
             ideal[i, : len(top)] = top
-        np.maximum(gains, 0, out=gains)
+            head = ranked[:depth]
+            if not isinstance(head, (list, tuple)):
+                head = list(head)
+            if len(judged) > 8:  # many judgments: one dict of the ranking beats many scans
+                first_rank: dict[str, int] = {}
+                for r, item in enumerate(head):
+                    first_rank.setdefault(item, r)
+                for item, g in judged:
+                    r = first_rank.get(item)
+                    if r is not None:
+                        gains[i, r] = g
+                continue
+            for item, g in judged:
+                try:
+                    gains[i, head.index(item)] = g
+                except ValueError:
+                    pass
+        return cls(gains, n_relevant, ideal)
+
+    @classmethod
+    def from_codes(cls, ranked: np.ndarray, rel_query: np.ndarray, rel_item: np.ndarray,
+                   rel_grade: np.ndarray, depth: int | None = None) -> RelevanceTable:
+        """Vectorised builder from integer-coded ids (no Python loop over queries).
+
+        ``ranked`` (n × D ints): item codes in rank order, ``-1`` padding a short list; a row
+        must not repeat an item. ``rel_query``/``rel_item``/``rel_grade`` (m each): the
+        judgments as (query row, item code, grade) triples, at most one per (query, item);
+        grades <= 0 are not relevant. Gives the same table as :meth:`from_rankings`.
+
+        Judgments are sorted by (query, grade descending); the j-th judgment of every query
+        is then compared with its query's whole row at once, for j = 0, 1, ...: the work is
+        depth × judgments, with a Python loop only as long as the largest judgment list.
+        """
+        ranked = np.asarray(ranked, dtype=np.int64)
+        n, width = ranked.shape
+        depth = width if depth is None else depth
+        cells = ranked[:, :depth]
+        rel_query = np.asarray(rel_query, dtype=np.int64)
+        rel_item = np.asarray(rel_item, dtype=np.int64)
+        rel_grade = np.asarray(rel_grade, dtype=np.float64)
+        keep = rel_grade > 0
+        rel_query, rel_item, rel_grade = rel_query[keep], rel_item[keep], rel_grade[keep]
+        order = np.lexsort((-rel_grade, rel_query))
+        rel_query, rel_item, rel_grade = rel_query[order], rel_item[order], rel_grade[order]
+        n_relevant = np.bincount(rel_query, minlength=n).astype(np.int64)
+        starts = np.concatenate(([0], np.cumsum(n_relevant)[:-1]))
+        slot = np.arange(rel_query.size) - starts[rel_query]
+        gains = np.zeros((n, depth))
+        ideal = np.zeros((n, depth))
+        inside = slot < depth
+        ideal[rel_query[inside], slot[inside]] = rel_grade[inside]
+        by_slot = np.argsort(slot, kind="stable")
+        bounds = np.searchsorted(slot[by_slot], np.arange(int(slot.max(initial=-1)) + 2))
+        for j in range(bounds.size - 1):
+            sel = by_slot[bounds[j]:bounds[j + 1]]
+            rows = rel_query[sel]  # distinct: one j-th judgment per query
+            hit_row, hit_rank = np.nonzero(cells[rows] == rel_item[sel][:, None])
+            gains[rows[hit_row], hit_rank] = rel_grade[sel][hit_row]
         return cls(gains, n_relevant, ideal)
 
 
@@ -71,9 +146,21 @@ def _check_depth(table: RelevanceTable, k: int) -> None:
         raise ValueError(f"cut-off {k} is deeper than the retrieval depth {table.depth}")
 
 
-def hit_at_k(table: RelevanceTable, k: int) -> np.ndarray:
+def _discount(depth: int) -> np.ndarray:
+    """1 / log2(r + 1) for ranks r = 1..depth."""
+    return 1.0 / np.log2(np.arange(2, depth + 2))
+
+
+def _found(table: RelevanceTable, k: int) -> np.ndarray:
+    """Relevant items within the top k, per query."""
     _check_depth(table, k)
-    return _masked((table.gains[:, :k] > 0).any(axis=1).astype(float), table)
+    if k <= 0:
+        return np.zeros(table.gains.shape[0], dtype=np.int64)
+    return table.relevant_cumulative[:, k - 1]
+
+
+def hit_at_k(table: RelevanceTable, k: int) -> np.ndarray:
+    return _masked((_found(table, k) > 0).astype(float), table)
 
 
 def first_relevant_rank(table: RelevanceTable) -> np.ndarray:
@@ -84,30 +171,28 @@ def first_relevant_rank(table: RelevanceTable) -> np.ndarray:
 
 
 def mrr(table: RelevanceTable, cutoff: int = MRR_CUTOFF) -> np.ndarray:
+    """1 / rank of the first relevant item if that rank <= cutoff, else 0."""
     _check_depth(table, cutoff)
-    rank = first_relevant_rank(table)
-    with np.errstate(divide="ignore"):
-        rr = np.where((rank > 0) & (rank <= cutoff), 1.0 / np.maximum(rank, 1), 0.0)
-    return _masked(rr, table)
+    relevant = table.gains[:, :cutoff] > 0
+    rank = relevant.argmax(axis=1) + 1
+    return _masked(np.where(relevant.any(axis=1), 1.0 / rank, 0.0), table)
 
 
 def precision_at_k(table: RelevanceTable, k: int) -> np.ndarray:
-    _check_depth(table, k)
-    return _masked((table.gains[:, :k] > 0).sum(axis=1) / k, table)
+    """Relevant in the top k / k — k even when fewer than k items came back (trec_eval P)."""
+    return _masked(_found(table, k) / k, table)
 
 
 def recall_at_k(table: RelevanceTable, k: int) -> np.ndarray:
-    _check_depth(table, k)
-    found = (table.gains[:, :k] > 0).sum(axis=1)
-    return _masked(found / np.maximum(table.n_relevant, 1), table)
+    return _masked(_found(table, k) / np.maximum(table.n_relevant, 1), table)
 
 
 def ndcg_at_k(table: RelevanceTable, k: int) -> np.ndarray:
-    """Σ gain_r / log2(r + 1) over r ≤ k, divided by the same over the ideal ordering."""
+    """Σ gain_r / log2(r + 1) over r ≤ k, divided by the same over the ideal ordering
+    (linear gain = the grade, as trec_eval's ndcg_cut)."""
     _check_depth(table, k)
-    discount = 1.0 / np.log2(np.arange(2, k + 2))
-    dcg = table.gains[:, :k] @ discount
-    idcg = table.ideal[:, :k] @ discount
+    dcg = table.dcg_cumulative[:, k - 1]
+    idcg = table.idcg_cumulative[:, k - 1]
     with np.errstate(invalid="ignore", divide="ignore"):
         return _masked(np.where(idcg > 0, dcg / np.where(idcg > 0, idcg, 1), 0.0), table)
 

@@ -1,0 +1,212 @@
+"""Turn SQuAD-style extractive QA (XQuAD, SQuAD v1.1) into an answer benchmark.
+
+Output, in ``out``:
+
+- ``corpus/corpus.jsonl`` — a BEIR corpus, one record per kept paragraph (``_id`` = passage id,
+  ``title`` = article title);
+- ``train.yaml`` and ``test.yaml`` — golden sets. An answerable question has
+  ``must_contain`` = its gold answer span (the first one where SQuAD gives several),
+  ``expected_doc_ids`` = its paragraph and ``expected_chunk_ids`` = ``<passage_id>#0`` (run with
+  ``--set chunker.mode=document``, which keeps each paragraph as one chunk), ``ask: true``.
+  An abstention case is a question whose paragraph was dropped from the corpus:
+  ``answerable: false``, ``query_type: abstention``, no expected ids; it is tagged
+  ``answer_elsewhere`` when its gold span still occurs in a kept paragraph of the same article
+  (the knowledge base may then hold an answer after all — a hard case worth slicing out).
+
+The split is by article (title), so train and test never share a paragraph; in each split
+``round(abstain_share · paragraphs)`` paragraphs are dropped. All random choices come from one
+``numpy.random.default_rng(seed)``; the seed and shares are recorded in each file's header and
+``description``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from kebab_mlflow.errors import CorpusError, InputError, Problem
+
+
+@dataclass(frozen=True)
+class QA:
+    id: str
+    question: str
+    title: str
+    passage_id: str
+    context: str
+    answer: str
+
+
+@dataclass(frozen=True)
+class SquadSplit:
+    name: str
+    path: Path
+    answerable: int
+    abstention: int
+    paragraphs: int
+    dropped_paragraphs: int
+
+
+@dataclass(frozen=True)
+class SquadImport:
+    corpus: Path
+    paragraphs_kept: int
+    splits: tuple[SquadSplit, ...]
+    seed: int
+
+
+def read_squad(source: Path) -> list[QA]:
+    """``qa.jsonl`` (one question a line: id, question, title, passage_id, context, answers) in
+    a file or a folder, or a SQuAD v1.1 JSON file (``data[].paragraphs[].qas[]``)."""
+    if source.is_dir():
+        source = source / "qa.jsonl"
+    if not source.is_file():
+        raise CorpusError(f"{source} not found: expected a qa.jsonl file (or a folder holding "
+                          "one) or a SQuAD v1.1 JSON file")
+    if source.suffix == ".json":
+        return _read_squad_json(source)
+    rows, problems = [], []
+    with source.open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                r = json.loads(line)
+                texts = r["answers"]["text"]
+                rows.append(QA(str(r["id"]), r["question"], r["title"], str(r["passage_id"]),
+                               r["context"], texts[0]))
+            except (ValueError, KeyError, TypeError, IndexError) as exc:
+                problems.append(Problem(f"not a QA record ({type(exc).__name__}: {exc})",
+                                        f"{source}:{lineno}"))
+                if len(problems) >= 50:
+                    break
+    if problems:
+        raise CorpusError(f"invalid QA file {source}", problems)
+    return _checked(rows, str(source))
+
+
+def _read_squad_json(source: Path) -> list[QA]:
+    try:
+        data = json.loads(source.read_text(encoding="utf-8"))["data"]
+        rows = [QA(str(qa["id"]), qa["question"], article["title"], f"{a}_{p}",
+                   para["context"], qa["answers"][0]["text"])
+                for a, article in enumerate(data)
+                for p, para in enumerate(article["paragraphs"])
+                for qa in para["qas"] if qa.get("answers")]
+    except (ValueError, KeyError, TypeError, IndexError) as exc:
+        raise CorpusError(f"{source} is not SQuAD v1.1 JSON ({type(exc).__name__}: {exc})") \
+            from None
+    return _checked(rows, str(source))
+
+
+def _checked(rows: list[QA], source: str) -> list[QA]:
+    problems, seen = [], set()
+    for r in rows:
+        if r.id in seen:
+            problems.append(Problem(f"duplicate question id {r.id!r}", source, r.id))
+        seen.add(r.id)
+        if not r.answer or r.answer not in r.context:
+            problems.append(Problem("the answer span is not in its paragraph", source, r.id))
+    if problems:
+        raise CorpusError(f"invalid QA data {source}", problems[:50])
+    if not rows:
+        raise CorpusError(f"{source} has no questions")
+    return rows
+
+
+def import_squad(source: Path, out: Path, *, abstain_share: float = 0.1,
+                 test_share: float = 0.5, seed: int = 0) -> SquadImport:
+    problems = []
+    if not 0.0 < test_share < 1.0:
+        problems.append(Problem(f"must be in (0, 1), got {test_share}", "--test-share"))
+    if not 0.0 <= abstain_share < 1.0:
+        problems.append(Problem(f"must be in [0, 1), got {abstain_share}", "--abstain-share"))
+    if problems:
+        raise InputError("invalid import-squad options", problems)
+    import numpy as np
+
+    rows = read_squad(source)
+    rng = np.random.default_rng(seed)
+    titles = sorted({r.title for r in rows})
+    if len(titles) < 2:
+        raise CorpusError(f"{source}: a split by article needs at least 2 articles, "
+                          f"found {len(titles)}")
+    order = [titles[i] for i in rng.permutation(len(titles))]
+    n_test = min(max(round(test_share * len(titles)), 1), len(titles) - 1)
+    split_of = {t: ("test" if i < n_test else "train") for i, t in enumerate(order)}
+
+    paragraphs: dict[str, QA] = {}
+    for r in rows:
+        paragraphs.setdefault(r.passage_id, r)
+    dropped: set[str] = set()
+    for split in ("train", "test"):
+        pids = sorted(p for p, r in paragraphs.items() if split_of[r.title] == split)
+        n_drop = round(abstain_share * len(pids))
+        dropped |= {pids[i] for i in rng.choice(len(pids), size=n_drop, replace=False)}
+    kept = {p: r for p, r in paragraphs.items() if p not in dropped}
+
+    out.mkdir(parents=True, exist_ok=True)
+    corpus_dir = out / "corpus"
+    corpus_dir.mkdir(exist_ok=True)
+    with (corpus_dir / "corpus.jsonl").open("w", encoding="utf-8") as fh:
+        for pid in sorted(kept, key=_passage_order):
+            r = kept[pid]
+            fh.write(json.dumps({"_id": pid, "title": _pretty(r.title), "text": r.context},
+                                ensure_ascii=False) + "\n")
+
+    kept_by_title: dict[str, list[str]] = {}
+    for r in kept.values():
+        kept_by_title.setdefault(r.title, []).append(r.context)
+    settings = (f"seed={seed} test_share={test_share} abstain_share={abstain_share} "
+                f"source={source}")
+    splits = []
+    for split in ("train", "test"):
+        members = [r for r in rows if split_of[r.title] == split]
+        entries = [_entry(r, r.passage_id in dropped, kept_by_title.get(r.title, ()))
+                   for r in members]
+        n_abstain = sum(r.passage_id in dropped for r in members)
+        pids = {r.passage_id for r in members}
+        path = out / f"{split}.yaml"
+        header = (
+            f"# {split} split of {source}, written by kebab-mlflow import-squad ({settings}).\n"
+            f"# Split by article: {len({r.title for r in members})} articles, {len(pids)} "
+            f"paragraphs, {len(members)} questions; {n_abstain} abstention cases (questions "
+            f"whose paragraph was dropped\n# from the corpus: {len(pids & dropped)} paragraphs). "
+            "must_contain = the gold answer span (case-sensitive).\n"
+            f"# Run: kebab-mlflow run --golden {path} --corpus {corpus_dir} "
+            "--set chunker.mode=document\n")
+        doc = {"name": f"{_stem(source)}-{split}", "description": f"import-squad {settings}",
+               "queries": entries}
+        path.write_text(header + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True,
+                                                width=1000), encoding="utf-8")
+        splits.append(SquadSplit(split, path, len(members) - n_abstain, n_abstain, len(pids),
+                                 len(pids & dropped)))
+    return SquadImport(corpus_dir, len(kept), tuple(splits), seed)
+
+
+def _entry(r: QA, abstain: bool, kept_contexts: Sequence[str]) -> dict:
+    if abstain:
+        tags = ["dropped_paragraph"]
+        if any(r.answer in c for c in kept_contexts):
+            tags.append("answer_elsewhere")
+        return {"id": r.id, "query": r.question, "ask": True, "answerable": False,
+                "query_type": "abstention", "hardcase_categories": tags, "lang": "en"}
+    return {"id": r.id, "query": r.question, "expected_doc_ids": [r.passage_id],
+            "expected_chunk_ids": [f"{r.passage_id}#0"], "must_contain": [r.answer],
+            "ask": True, "query_type": "single_doc", "group": r.passage_id, "lang": "en"}
+
+
+def _passage_order(pid: str) -> tuple:
+    return tuple(int(p) if p.isdigit() else p for p in pid.split("_"))
+
+
+def _pretty(title: str) -> str:
+    return title.replace("_", " ")
+
+
+def _stem(source: Path) -> str:
+    return (source.parent.name if source.name == "qa.jsonl" else source.stem) or "squad"

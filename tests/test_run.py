@@ -1,0 +1,238 @@
+"""`kebab-mlflow run`: one eval = one MLflow run (issue 3)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kebab_mlflow.cli import app
+from kebab_mlflow.evaluation import RunOptions, execute
+from kebab_mlflow.per_query import file_digest, read_per_query
+from tests.conftest import GOLDEN, KB, ROOT, write
+
+runner = CliRunner()
+
+
+def _client(uri: str):
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri=uri)
+
+
+def _runs(uri: str, experiment: str = "kebab-eval"):
+    client = _client(uri)
+    exp = client.get_experiment_by_name(experiment)
+    return [] if exp is None else client.search_runs([exp.experiment_id])
+
+
+def _options(store_uri: str, **kw) -> RunOptions:
+    return RunOptions(golden=str(GOLDEN), corpus=str(KB), tracking_uri=store_uri, **kw)
+
+
+def test_run_logs_params_metrics_artifacts_tags_and_dataset(store_uri, tmp_path):
+    result = execute(_options(store_uri, run_name="first"))
+    run = _client(store_uri).get_run(result.run_id)
+    assert run.info.status == "FINISHED"
+    params = run.data.params
+    for key in ("parser_version", "chunker_version", "embedding_version", "index_version",
+                "prompt_template_version", "preset", "backend", "k", "golden_set",
+                "n_queries", "seed", "config.bm25.k1"):
+        assert key in params, key
+    assert params["n_queries"] == "43" and params["preset"] == "naive_baseline"
+    metrics = run.data.metrics
+    assert metrics["hit_at_5"] == pytest.approx(result.aggregate["overall"]["hit_at_5"])
+    assert "by_query_type/comparison/mrr" in metrics
+    assert all("@" not in m for m in metrics)
+    tags = run.data.tags
+    assert len(tags["kebab.git_commit"]) in (7, 12) or tags["kebab.git_commit"] == "unknown"
+    assert tags["kebab.kind"] == "eval"
+    assert len(tags["kebab.golden_sha256"]) == 64 and len(tags["kebab.config_sha256"]) == 64
+    assert "hit_at_5" in tags["mlflow.note.content"]
+    names = {a.path for a in _client(store_uri).list_artifacts(result.run_id)}
+    assert {"per_query.jsonl", "aggregate.json", "report.md", "metric_vs_k.png"} <= names
+    local = Path(_client(store_uri).download_artifacts(result.run_id, "per_query.jsonl",
+                                                       str(tmp_path)))
+    assert file_digest(local) == tags["kebab.per_query_sha256"]
+    rows = list(read_per_query(local))
+    assert [r.id for r in rows][:3] == ["g001", "g002", "g003"] and len(rows) == 43
+    agg = json.loads(Path(_client(store_uri).download_artifacts(
+        result.run_id, "aggregate.json", str(tmp_path))).read_text())
+    assert agg["overall"]["hit_at_5"] == result.aggregate["overall"]["hit_at_5"]
+    inputs = run.inputs.dataset_inputs
+    assert len(inputs) == 1 and inputs[0].dataset.digest == tags["kebab.golden_sha256"][:36]
+
+
+def test_dataset_digest_changes_when_a_query_changes(store_uri, tmp_path):
+    text = GOLDEN.read_text()
+    first = execute(_options(store_uri))
+    changed = write(tmp_path / "g.yaml", text.replace("g001", "g001x", 1))
+    second = execute(RunOptions(golden=str(changed), corpus=str(KB), tracking_uri=store_uri))
+    digest = lambda rid: _client(store_uri).get_run(rid).inputs.dataset_inputs[0].dataset.digest  # noqa: E731
+    assert digest(first.run_id) != digest(second.run_id)
+
+
+def test_same_inputs_same_numbers(store_uri):
+    a = execute(_options(store_uri))
+    b = execute(_options(store_uri))
+    def scores(r):  # wall-clock latency is the one thing that may differ
+        return {k: v for k, v in r.metrics.items() if not k.startswith("latency/")}
+
+    assert scores(a) == scores(b)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--preset", "nope"], "unknown preset 'nope'; valid presets: naive_baseline"),
+    (["--set", "bm25.k3=1"], "unknown config key 'bm25.k3'"),
+    (["--k", "0"], "--k must be >= 1"),
+])
+def test_bad_input_exits_2_and_creates_no_run(store_uri, args, message):
+    res = runner.invoke(app, ["run", "--golden", str(GOLDEN), "--corpus", str(KB),
+                              "--tracking-uri", store_uri, *args])
+    assert res.exit_code == 2, res.output
+    assert message in res.output
+    assert _runs(store_uri) == []
+
+
+def test_bad_golden_set_and_missing_ids_create_no_run(store_uri, tmp_path):
+    bad = write(tmp_path / "bad.yaml", "queries:\n  - id: a\n    query: q\n    colour: red\n")
+    res = runner.invoke(app, ["run", "--golden", str(bad), "--corpus", str(KB),
+                              "--tracking-uri", store_uri])
+    assert res.exit_code == 2 and "unknown key 'colour'" in res.output
+    missing = write(tmp_path / "missing.yaml",
+                    "queries:\n  - id: a\n    query: q\n    expected_chunk_ids: [zz#9, aa#1]\n")
+    res = runner.invoke(app, ["run", "--golden", str(missing), "--corpus", str(KB),
+                              "--tracking-uri", store_uri])
+    assert res.exit_code == 2
+    assert "2 expected chunk id(s) not in the index: aa#1, zz#9" in res.output
+    assert _runs(store_uri) == []
+
+
+def test_json_output_is_one_object(store_uri):
+    res = subprocess.run([sys.executable, "-m", "kebab_mlflow.cli", "run", "--golden",
+                          str(GOLDEN), "--corpus", str(KB), "--tracking-uri", store_uri,
+                          "--json"], capture_output=True, text=True, check=False)
+    assert res.returncode == 0, res.stderr
+    data = json.loads(res.stdout)
+    assert set(data) >= {"run_id", "experiment_id", "status", "metrics"}
+    assert data["status"] == "FINISHED" and 0 <= data["metrics"]["hit_at_5"] <= 1
+
+
+class Exploding:
+    """A pipeline whose search raises for one query."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.versions = inner.versions
+
+    def search(self, query, k):
+        if "Bayline" in query:
+            raise RuntimeError("boom")
+        return self.inner.search(query, k)
+
+    def ask(self, query, hits):
+        return self.inner.ask(query, hits)
+
+
+def test_a_query_that_raises_is_recorded_and_counted(tmp_path):
+    from kebab_mlflow.config import build_config
+    from kebab_mlflow.golden import load_golden_set
+    from kebab_mlflow.reference import build_pipeline
+    from kebab_mlflow.runner import QueryFailed, run_queries
+
+    golden = load_golden_set(GOLDEN)
+    pipeline = Exploding(build_pipeline(build_config(), KB))
+    outcome = run_queries(pipeline, golden, 10, [1, 5, 10], tmp_path / "pq.jsonl")
+    failing = [q for q in golden.queries if "Bayline" in q.query]
+    assert failing
+    assert outcome.aggregate["overall"]["error_rate"] == pytest.approx(len(failing) / 43)
+    rows = {r.id: r for r in read_per_query(tmp_path / "pq.jsonl")}
+    assert rows[failing[0].id].error == "RuntimeError: boom" and rows[failing[0].id].hits == ()
+    with pytest.raises(QueryFailed, match="boom"):
+        run_queries(pipeline, golden, 10, [1, 5, 10], tmp_path / "pq2.jsonl", fail_fast=True)
+
+
+def test_help_does_not_import_mlflow():
+    code = ("import sys; sys.argv=['kebab-mlflow', '{}', '--help']\n"
+            "from kebab_mlflow import cli\n"
+            "try:\n    cli.main()\nexcept SystemExit:\n    pass\n"
+            "print('MLFLOW' if 'mlflow' in sys.modules else 'CLEAN')")
+    for sub in ("run", "compare", "sweep"):
+        out = subprocess.run([sys.executable, "-c", code.format(sub)], capture_output=True,
+                             text=True, cwd=ROOT, check=True).stdout
+        assert out.strip().endswith("CLEAN"), (sub, out[-300:])
+
+
+def test_sigterm_ends_the_run_killed(store_uri, tmp_path):
+    """A pipeline that sleeps per query; SIGTERM mid-run → the MLflow run is KILLED."""
+    slow = write(tmp_path / "slowtarget.py", (
+        "import time\n"
+        "from kebab_mlflow.pipeline import Hit, Answer, VersionSnapshot\n"
+        "class Slow:\n"
+        "    versions = VersionSnapshot('p','c','e','i','t')\n"
+        "    def search(self, query, k):\n"
+        "        time.sleep(0.5)\n"
+        "        return [Hit('harbor-transit#0', 'harbor-transit', 1.0, 1)]\n"
+        "    def ask(self, query, hits):\n"
+        "        return Answer('x', ('harbor-transit#0',))\n"
+        "pipeline = Slow()\n"))
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"}
+    proc = subprocess.Popen([sys.executable, "-m", "kebab_mlflow.cli", "run", "--golden",
+                             str(GOLDEN), "--target", "python:slowtarget:pipeline",
+                             "--tracking-uri", store_uri], env=env, cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        runs = _runs(store_uri) if (tmp_path / "store" / "mlflow.db").exists() else []
+        if runs:
+            break
+        time.sleep(0.3)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    runs = _runs(store_uri)
+    assert [r.info.status for r in runs] == ["KILLED"]
+    assert "KILLED" in err
+
+
+def test_four_processes_on_a_brand_new_store(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'fresh' / 'mlflow.db'}"
+    cmd = [sys.executable, "-m", "kebab_mlflow.cli", "run", "--golden", str(GOLDEN),
+           "--corpus", str(KB), "--tracking-uri", uri, "--json"]
+    procs = [subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for _ in range(4)]
+    outs = [p.communicate(timeout=240) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0, 0], [e[-500:] for _, e in outs]
+    runs = _runs(uri)
+    assert len(runs) == 4 and {r.info.status for r in runs} == {"FINISHED"}
+
+
+def test_runs_show_and_baseline_commands(store_uri):
+    first = execute(_options(store_uri, run_name="base"))
+    execute(_options(store_uri, run_name="cand", preset="random_retrieval"))
+    res = runner.invoke(app, ["runs", "--tracking-uri", store_uri])
+    assert res.exit_code == 0 and "base" in res.output and "cand" in res.output
+    res = runner.invoke(app, ["baseline", "set", "base", "--tracking-uri", store_uri])
+    assert res.exit_code == 0 and first.run_id in res.output
+    res = runner.invoke(app, ["show", "@baseline", "--tracking-uri", store_uri])
+    assert res.exit_code == 0 and first.run_id in res.output and "chunker_version" in res.output
+    res = runner.invoke(app, ["show", "nope", "--tracking-uri", store_uri])
+    assert res.exit_code == 2 and "no run named or with id 'nope'" in res.output
+
+
+def test_default_store_is_mlruns_in_the_working_directory(tmp_path):
+    res = subprocess.run([sys.executable, "-m", "kebab_mlflow.cli", "run", "--golden",
+                          str(GOLDEN), "--corpus", str(KB), "--json"], cwd=tmp_path,
+                         capture_output=True, text=True, check=False)
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "mlruns" / "mlflow.db").is_file()
+    run_id = json.loads(res.stdout)["run_id"]
+    assert list((tmp_path / "mlruns" / "artifacts").glob(f"kebab-eval/{run_id}/artifacts/per_query.jsonl"))
