@@ -19,7 +19,6 @@ from rich.markup import escape
 from kebab_mlflow.errors import KebabError
 
 
-
 def _report(exc: KebabError) -> None:
     from kebab_mlflow.console import err
 
@@ -85,7 +84,7 @@ def metrics() -> None:
 @app.command()
 def presets() -> None:
     """List the pipeline presets and the configuration keys --set accepts."""
-    from kebab_mlflow.config import PRESETS, flatten, DEFAULTS
+    from kebab_mlflow.config import DEFAULTS, PRESETS, flatten
     from kebab_mlflow.console import out, table
 
     out.print(table("presets", ["preset", "what", "overrides"],
@@ -157,7 +156,8 @@ def runs(
         rows.append((("* " if r.info.run_id == baseline else "") + (r.info.run_name or ""),
                      r.info.run_id, r.info.status, r.data.tags.get("kebab.kind", ""),
                      r.data.params.get("preset", ""), m.get("hit_at_5"), m.get("mrr"),
-                     m.get("ndcg_at_10_doc"), m.get("contains_all"), r.data.tags.get("kebab.verdict", "")))
+                     m.get("ndcg_at_10_doc"), m.get("contains_all"),
+                     r.data.tags.get("kebab.verdict", "")))
     out.print(table(f"runs in {experiment} (* = baseline)",
                     ["name", "run id", "status", "kind", "preset", "hit_at_5", "mrr",
                      "ndcg_at_10_doc", "contains_all", "verdict"], rows))
@@ -253,8 +253,8 @@ def upload(
     """Publish a recovery folder to MLflow as the run it belongs to."""
     import shutil
 
-    from kebab_mlflow.evaluation import MANIFEST, publish
     from kebab_mlflow.errors import InputError
+    from kebab_mlflow.evaluation import MANIFEST, publish
     from kebab_mlflow.tracking import Tracker
 
     manifest = recovery_dir / MANIFEST

@@ -335,18 +335,20 @@ def _query_diff(b: PerQueryRow, c: PerQueryRow, rank_metric: str, private: bool)
 
 def _gate_names(gates: Sequence[str], level: str, available: set[str]
                 ) -> tuple[list[tuple[str, str]], list[Problem]]:
-    pairs, problems, seen = [], [], set()
+    pairs, missing, seen = [], [], set()
     for gate in gates:
         name = doc_variant(gate) if level == "doc" else gate
         if name not in available:
-            valid = ", ".join(sorted(available)) or "(none)"
-            problems.append(Problem(f"gated metric {name!r} is not in the per-query scores of "
-                                    f"both runs; valid metrics: {valid}", "--gate"))
-            continue
-        if name not in seen:
+            missing.append(repr(name))
+        elif name not in seen:
             seen.add(name)
             pairs.append((gate, name))
-    return pairs, problems
+    if not missing:
+        return pairs, []
+    valid = ", ".join(sorted(available)) or "(none)"
+    what = "metric" if len(missing) == 1 else "metrics"
+    return pairs, [Problem(f"unknown gated {what} {', '.join(missing)} (not in the per-query "
+                           f"scores of both runs); valid metrics: {valid}", "--gate")]
 
 
 def rule_text(options: CompareOptions) -> str:

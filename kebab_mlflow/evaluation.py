@@ -116,7 +116,8 @@ class Prepared:
         return {"kebab.kind": "eval", "kebab.git_commit": commit,
                 "kebab.git_dirty": str(dirty).lower(), "kebab.golden_sha256": self.golden.digest,
                 "kebab.config_sha256": digest(self.config), "kebab.tool_version": __version__,
-                "kebab.preset": self.options.preset, "kebab.private": str(self.golden.private).lower(),
+                "kebab.preset": self.options.preset,
+                "kebab.private": str(self.golden.private).lower(),
                 **self.options.extra_tags}
 
 
@@ -124,10 +125,13 @@ def execute(options: RunOptions, *, progress: Any = None,
             on_status: Callable[[str], None] = lambda s: None) -> RunResult:
     prepared = Prepared(options, on_status)
     on_status("connecting to the tracking store")
+    t_open = time.perf_counter()
     from kebab_mlflow.tracking import Tracker
 
+    t_import = time.perf_counter()
     tracker = Tracker(options.tracking_uri)
     experiment_id = tracker.experiment_id(options.experiment)
+    open_s = time.perf_counter() - t_import
     params = prepared.params()
     t_log = time.perf_counter()
     run_id = tracker.start_run(experiment_id, options.run_name, prepared.tags(),
@@ -155,7 +159,9 @@ def execute(options: RunOptions, *, progress: Any = None,
         shutil.rmtree(workdir, ignore_errors=True)
         raise
     title = options.run_name or f"{options.preset} on {prepared.golden.name}"
+    t_out = time.perf_counter()
     write_outputs(workdir, title, params, outcome.aggregate)
+    outputs_s = time.perf_counter() - t_out
     metrics = flat_metrics(outcome.aggregate)
     manifest = {
         "run_id": run_id, "experiment_id": experiment_id, "tracking_uri": tracker.uri,
@@ -180,7 +186,9 @@ def execute(options: RunOptions, *, progress: Any = None,
         ) from None
     mlflow_s += time.perf_counter() - t_log
     shutil.rmtree(workdir, ignore_errors=True)
-    timings = {"index_s": prepared.index_s, **outcome.timings, "mlflow_s": mlflow_s}
+    timings = {"index_s": prepared.index_s, **outcome.timings, "outputs_s": outputs_s,
+               "mlflow_import_s": t_import - t_open, "mlflow_store_open_s": open_s,
+               "mlflow_logging_s": mlflow_s}
     return RunResult(run_id, experiment_id, "FINISHED", metrics, outcome.aggregate,
                      tracker.ui_command(), timings, prepared.versions, outcome.scores,
                      tuple(q.id for q in prepared.golden.queries))

@@ -192,8 +192,9 @@ def test_tampered_per_query_is_refused(store, tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--gate", "hit_at_50"], "gated metric 'hit_at_50' is not in the per-query scores of "
-                              "both runs; valid metrics: "),
+    (["--gate", "hit_at_50", "--gate", "mrr"],
+     "--gate: unknown gated metric 'hit_at_50' (not in the per-query scores of both runs); "
+     "valid metrics: ask_grounded_rate, citation_validity, contains_all, error_rate, hit_at_1,"),
     (["--alpha", "1.5"], "--alpha must be in (0, 1), got 1.5"),
     (["--format", "xml"], "Invalid value for '--format'"),
 ])
@@ -263,7 +264,7 @@ def test_classification_table(base_mrr, cand_mrr, base_hits, cand_hits, kind):
 def test_flips_and_top_score_delta():
     b = _side("b", [_row("q", 1.0, contains=1.0, refused=False, score=2.0)])
     c = _side("c", [_row("q", 1.0, contains=0.0, refused=True, score=1.25)])
-    (q,) = compare_runs(b, c, CompareOptions(resamples=100)).queries
+    (q,) = compare_runs(b, c, CompareOptions(gates=("mrr",), resamples=100)).queries
     assert (q.kind, q.contains_all, q.refusal, q.top_score_delta) == ("Draw", "lost", "started",
                                                                       -0.75)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-
 from conftest import GOLDEN, write
+
 from kebab_mlflow.errors import GoldenSetError, InputError, KebabError
 from kebab_mlflow.golden import load_golden_set, parse_golden_set
 

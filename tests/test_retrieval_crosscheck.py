@@ -15,8 +15,8 @@ import json
 
 import numpy as np
 import pytest
-
 from conftest import SHARED
+
 from kebab_mlflow.golden import GoldenQuery
 from kebab_mlflow.pipeline import Hit
 from kebab_mlflow.scoring import QueryResult, cutoffs_for, score_results

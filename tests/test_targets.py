@@ -256,12 +256,10 @@ def test_http_bad_replies_become_query_errors(server, query, message):
 
 def test_http_connection_errors_are_retried_then_reported(server):
     target = load_target(server + "?retries=2&backoff=0.01")
-    port = int(server.split(":")[2].split("/")[0])
     target.url = f"http://127.0.0.1:{_free_port()}/api/search"  # nobody listens there
     [(_, _, error, _)] = target.run_many([("alpha", False)], 1)
     assert error.startswith(f"cannot connect to {target.url}: ")
     assert error.endswith("(after 3 attempts)")
-    assert port != _free_port() or True
 
 
 def _free_port() -> int:
@@ -469,7 +467,7 @@ def test_bad_option_values_are_all_reported():
 # --------------------------------------------------------------------------- end to end
 
 
-def test_run_with_each_target_kind_end_to_end(store_uri, fixture_server, tmp_path):
+def test_run_with_each_target_kind_end_to_end(store_uri, fixture_server, tmp_path, monkeypatch):
     import yaml
     from mlflow.tracking import MlflowClient
 
@@ -482,7 +480,7 @@ def test_run_with_each_target_kind_end_to_end(store_uri, fixture_server, tmp_pat
         "cmd": f"cmd:{PY} {CLI} --json --k {{k}} --ask {{ask}} {{query}}?index_version=cli-1",
         "function": "python:fixtures.targets.python_target:search_only",
     }
-    sys.path.insert(0, str(ROOT))  # the module form imports from the working folder
+    monkeypatch.syspath_prepend(str(ROOT))  # the module form imports from the working folder
     client = MlflowClient(tracking_uri=store_uri)
     metrics = {}
     for kind, spec in specs.items():

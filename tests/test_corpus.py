@@ -1,0 +1,107 @@
+"""Corpus ingestion (folder, BEIR jsonl/gz) and the on-disk index cache."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+from conftest import KB, write
+
+from kebab_mlflow.backends.lexical import BM25Index
+from kebab_mlflow.config import build_config
+from kebab_mlflow.corpus import load_corpus
+from kebab_mlflow.errors import CorpusError
+from kebab_mlflow.reference import build_pipeline
+
+
+def test_folder_doc_ids_are_relative_paths_without_suffix(tmp_path):
+    write(tmp_path / "kb" / "flood" / "riverside.md", "# Riverside\n\nText.")
+    write(tmp_path / "kb" / "notes.txt", "plain text")
+    write(tmp_path / "kb" / "image.png", "not text")
+    corpus = load_corpus(tmp_path / "kb")
+    assert [(d.doc_id, d.title) for d in corpus.documents] == [
+        ("flood/riverside", "Riverside"), ("notes", "notes")]
+
+
+def test_the_digest_follows_the_content(tmp_path):
+    write(tmp_path / "kb" / "a.md", "one")
+    first = load_corpus(tmp_path / "kb").digest
+    assert load_corpus(tmp_path / "kb").digest == first
+    write(tmp_path / "kb" / "a.md", "two")
+    assert load_corpus(tmp_path / "kb").digest != first
+
+
+def test_folder_problems(tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(CorpusError, match="has no .md/.markdown/.txt files"):
+        load_corpus(tmp_path / "empty")
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "x.md").write_bytes(b"ok \xff")
+    with pytest.raises(CorpusError) as info:
+        load_corpus(tmp_path / "bad")
+    assert [str(p) for p in info.value.problems] == [f"{tmp_path}/bad/x.md: not UTF-8 at byte 3"]
+    with pytest.raises(CorpusError, match="is neither a folder"):
+        load_corpus(tmp_path / "missing.csv")
+
+
+def beir_lines(*records):
+    return "".join(json.dumps(r) + "\n" for r in records)
+
+
+def test_beir_jsonl_and_gz_give_the_same_corpus(tmp_path):
+    text = beir_lines({"_id": "1", "title": "T1", "text": "alpha"},
+                      {"_id": 2, "text": "beta", "metadata": {}})
+    write(tmp_path / "plain" / "corpus.jsonl", text)
+    (tmp_path / "gz").mkdir()
+    with gzip.open(tmp_path / "gz" / "corpus.jsonl.gz", "wt") as fh:
+        fh.write(text)
+    plain, gz = load_corpus(tmp_path / "plain"), load_corpus(tmp_path / "gz" / "corpus.jsonl.gz")
+    assert plain.documents == gz.documents
+    assert [(d.doc_id, d.title, d.text) for d in plain.documents] == [
+        ("1", "T1", "alpha"), ("2", "", "beta")]
+    assert plain.digest == gz.digest  # over the decompressed bytes
+
+
+def test_beir_problems_are_reported_with_lines(tmp_path):
+    path = write(tmp_path / "corpus.jsonl",
+                 beir_lines({"_id": "1", "text": "a"}) + "not json\n"
+                 + beir_lines({"text": "no id"}, {"_id": "1", "text": "again"}))
+    with pytest.raises(CorpusError) as info:
+        load_corpus(path)
+    problems = [str(p) for p in info.value.problems]
+    assert problems[0].startswith(f"{path}:2: not a BEIR record (JSONDecodeError")
+    assert problems[1] == f"{path}:3: not a BEIR record (KeyError: '_id')"
+    assert problems[2] == f"{path}:4: duplicate _id '1'"
+    with pytest.raises(CorpusError, match="is empty"):
+        load_corpus(write(tmp_path / "e" / "corpus.jsonl", "\n"))
+
+
+def test_the_index_is_cached_and_a_second_build_loads_it(tmp_path, monkeypatch):
+    config = build_config()
+    first = build_pipeline(config, KB)
+    original = BM25Index.build
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the index was rebuilt instead of loaded from the cache")
+
+    monkeypatch.setattr(BM25Index, "build", refuse)
+    second = build_pipeline(config, KB)
+    assert second.folder == first.folder and str(first.folder).startswith(str(tmp_path))
+    assert [c.chunk_id for c in second.chunks] == [c.chunk_id for c in first.chunks]
+    query = "budget of the tram extension"
+    assert second.search(query, 5) == first.search(query, 5)
+    # another BM25 setting is another index: building it is allowed again
+    monkeypatch.setattr(BM25Index, "build", original)
+    other = build_pipeline(build_config(overrides={"bm25.k1": 1.5}), KB)
+    assert other.folder == first.folder  # same chunks, separate bm25 sub-folder
+    assert (first.folder / "bm25-k1=1.5-b=0.4" / "bm25_weights.npz").is_file()
+
+
+def test_a_changed_corpus_or_chunker_gets_a_new_cache_entry(tmp_path):
+    write(tmp_path / "kb" / "a.md", "# A\n\nalpha beta")
+    first = build_pipeline(build_config(), tmp_path / "kb").folder
+    assert build_pipeline(build_config(overrides={"chunker.max_chars": 300}),
+                          tmp_path / "kb").folder != first
+    write(tmp_path / "kb" / "a.md", "# A\n\nalpha gamma")
+    assert build_pipeline(build_config(), tmp_path / "kb").folder != first
