@@ -124,7 +124,8 @@ def run_queries(pipeline: Any, golden: GoldenSet, depth: int, cutoffs: Sequence[
             failed = next((r for r in results if r.error), None)
             if fail_fast and failed:
                 raise QueryFailed(f"query {failed.query_id} raised: {failed.error}")
-            scores = score_results(batch, results, depth, cutoffs)
+            scores = score_results(batch, results, depth, cutoffs,
+                                   with_answers=getattr(pipeline, "answers", True))
             for i, (q, r) in enumerate(zip(batch, results, strict=True)):
                 writer.write(record(q, r, {k: v[i] for k, v in scores.items()}, golden.private))
             for name, values in scores.items():
@@ -171,7 +172,8 @@ def _run_many(pipeline: Any, queries: Sequence[GoldenQuery], depth: int) -> list
     for q, (hits, answer, error, seconds) in zip(queries, replies, strict=True):
         hits = tuple(hits or ())
         error = error or _validate_hits(hits)
-        if error is None and q.ask and not isinstance(answer, Answer):
+        if (error is None and q.ask and not isinstance(answer, Answer)
+                and getattr(pipeline, "answers", True)):
             error = "the target returned no answer for an ask query"
         results.append(QueryResult(q.id, hits if error is None else (),
                                    answer if error is None and q.ask else None,

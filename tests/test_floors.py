@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
 from fractions import Fraction
@@ -65,8 +66,6 @@ print(json.dumps([[h.chunk_id, h.score.hex()] for h in p.search("tram budget", 1
 def test_top_k_is_the_same_in_another_process(tmp_path):
     here = build_pipeline(build_config("random_retrieval"), KB).search("tram budget", 10)
     env_cache = {"KEBAB_CACHE_DIR": str(tmp_path / "other-cache"), "PYTHONHASHSEED": "123"}
-    import os
-
     out = subprocess.run([sys.executable, "-c", SCRIPT, str(KB)], capture_output=True,
                          text=True, check=True, cwd=ROOT, env={**os.environ, **env_cache})
     assert json.loads(out.stdout) == [[h.chunk_id, h.score.hex()] for h in here]

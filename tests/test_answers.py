@@ -1,0 +1,272 @@
+"""Answer metrics and the extractive answerer (issue 5), and `kebab-mlflow import-squad`."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from kebab_mlflow.answerer import AnswererConfig, coverage, extractive_answer, rank_sentences
+from kebab_mlflow.chunker import ChunkerConfig, chunk_corpus
+from kebab_mlflow.cli import app
+from kebab_mlflow.corpus import load_corpus
+from kebab_mlflow.golden import GoldenQuery, GoldenSet, load_golden_set, parse_golden_set
+from kebab_mlflow.metrics.answers import answer_scores, citation_validity, contains_all, grounded
+from kebab_mlflow.pipeline import Answer, Hit
+from kebab_mlflow.runner import build_aggregate
+from kebab_mlflow.squad import import_squad
+from tests.conftest import SHARED, write
+
+runner = CliRunner()
+
+
+def _q(**kw) -> GoldenQuery:
+    return GoldenQuery(**{"id": "q", "query": "q", "ask": True, **kw})
+
+
+ANSWER = Answer("The Bayline budget is 48.5 Million Euros.", ("d#0",))
+
+
+# --- contains_all -----------------------------------------------------------------------------
+
+def test_contains_all_is_case_sensitive_by_default():
+    assert contains_all(_q(must_contain=("48.5 Million Euros",)), ANSWER) == 1.0
+    assert contains_all(_q(must_contain=("48.5 million euros",)), ANSWER) == 0.0
+    assert contains_all(_q(must_contain=("48.5", "Bayline")), ANSWER) == 1.0
+    assert contains_all(_q(must_contain=("48.5", "Saltmarsh")), ANSWER) == 0.0
+
+
+def test_forbidden_strings_fail_the_answer_case_sensitively():
+    assert contains_all(_q(must_contain=("48.5",), forbidden=("18.3",)), ANSWER) == 1.0
+    assert contains_all(_q(must_contain=("48.5",), forbidden=("Bayline",)), ANSWER) == 0.0
+    assert contains_all(_q(must_contain=("48.5",), forbidden=("bayline",)), ANSWER) == 1.0
+    assert contains_all(_q(must_contain=("48.5",), forbidden=("bayline",),
+                           case_insensitive=True), ANSWER) == 0.0
+
+
+def test_case_insensitive_at_query_level():
+    q = _q(must_contain=("48.5 MILLION euros",), case_insensitive=True)
+    assert contains_all(q, ANSWER) == 1.0
+
+
+def test_case_insensitive_at_file_level_and_query_override():
+    text = b"""
+case_insensitive: true
+queries:
+  - {id: a, query: x, ask: true, must_contain: ["48.5 million EUROS"]}
+  - {id: b, query: x, ask: true, must_contain: ["48.5 million EUROS"], case_insensitive: false}
+"""
+    a, b = parse_golden_set(text, "g.yaml").queries
+    assert (a.case_insensitive, b.case_insensitive) == (True, False)
+    assert contains_all(a, ANSWER) == 1.0 and contains_all(b, ANSWER) == 0.0
+
+
+def test_conditional_semantics_on_refusals_and_answers():
+    refused = Answer("", (), "below gate")
+    # a correct refusal does not count on answer quality: None, not a vacuous 1.0
+    assert math.isnan(contains_all(_q(answerable=False, forbidden=("48.5",)), refused))
+    # refusing an answerable question is a miss
+    assert contains_all(_q(must_contain=("48.5",)), refused) == 0.0
+    # answering an unanswerable question is wrong even with no forbidden string in it
+    assert contains_all(_q(answerable=False, forbidden=("18.3",)), ANSWER) == 0.0
+    # not asked / the pipeline failed
+    assert math.isnan(contains_all(_q(ask=False, must_contain=("48.5",)), ANSWER))
+    assert contains_all(_q(must_contain=("48.5",)), None) == 0.0
+
+
+def test_a_correct_refusal_does_not_lift_answer_quality_in_the_aggregate():
+    queries = (GoldenQuery("a", "budget?", ask=True, must_contain=("48.5",)),
+               GoldenQuery("b", "mayor's shoe size?", ask=True, answerable=False,
+                           query_type="abstention"))
+    answers = [Answer("It is 18.3 million.", ("d#0",), None, 0.8, 0.8),
+               Answer("", (), "below gate", 0.9, 0.1)]
+    hits = [(Hit("d#0", "d", 1.0, 1),), (Hit("e#0", "e", 1.0, 1),)]
+    scores = answer_scores(queries, answers, hits)
+    assert scores["contains_all"][0] == 0.0 and math.isnan(scores["contains_all"][1])
+    assert math.isnan(scores["citation_validity"][1])
+    agg = build_aggregate(GoldenSet("g", queries), scores, answers, np.ones(2))
+    assert agg["overall"]["contains_all"] == 0.0  # not 0.5: the refusal is not an attempt
+    assert agg["overall"]["refusal_rate"] == 0.5
+    assert agg["overall"]["ask_grounded_rate"] == 0.5
+    assert agg["overall"]["citation_validity"] == 1.0
+    assert agg["abstention_outcomes"]["correct_refusal"] == 1
+    assert agg["abstention_calibration"]["n"] == 2
+    assert agg["by_query_type"]["abstention"]["contains_all"] is None
+
+
+def test_grounded_and_citation_validity():
+    hits = (Hit("d#0", "d", 2.0, 1), Hit("d#1", "d", 1.0, 2))
+    assert grounded(_q(), ANSWER) == 1.0
+    assert grounded(_q(), Answer("no citations")) == 0.0
+    assert grounded(_q(), Answer("", (), "refused")) == 0.0
+    assert citation_validity(_q(), ANSWER, hits) == 1.0
+    assert citation_validity(_q(), Answer("x", ("d#0", "zz#9")), hits) == 0.0
+    assert math.isnan(citation_validity(_q(), Answer("", (), "refused"), hits))
+    assert math.isnan(citation_validity(_q(), Answer("uncited"), hits))
+
+
+# --- the extractive answerer ------------------------------------------------------------------
+
+HITS = (
+    Hit("harbor#2", "harbor", 3.0, 1,
+        "Budgets\n\nThe Bayline Tram Extension has a budget of 48.5 million euros. "
+        "Service starts in 2026."),
+    Hit("harbor#5", "harbor", 2.0, 2,
+        "The ferry replacement has a budget of 18.3 million euros. The tram is green."),
+)
+CFG = AnswererConfig(context_k=3, max_sentences=1, refuse_below=0.5)
+
+
+def test_answer_quotes_the_best_sentence_and_cites_its_chunk():
+    a = extractive_answer("What is the budget of the Bayline Tram Extension?", HITS, CFG)
+    # query tokens: budget, bayline, tram, extens -> the first sentence holds all 4 (share 1);
+    # the runner-up (ferry sentence) holds 1 of 4: raw = 1 - 0.25 / 2
+    assert a.text == "The Bayline Tram Extension has a budget of 48.5 million euros."
+    assert a.citations == ("harbor#2",) and a.refusal_reason is None
+    assert a.raw_confidence == pytest.approx(0.875) and a.confidence == a.raw_confidence
+
+
+def test_refusal_confidence_is_one_minus_the_context_coverage():
+    a = extractive_answer("Who is the mayor of Saltmarsh harbor budget?", HITS, CFG)
+    # tokens: mayor, saltmarsh, harbor, budget: the best sentence has 1/4 -> refused;
+    # the best chunk covers budget only (harbor is the doc id, not in the text): 1/4
+    assert a.refused and a.text == "" and a.citations == ()
+    assert a.raw_confidence == pytest.approx(0.25) and a.confidence == pytest.approx(0.75)
+    assert coverage("Who is the mayor of Saltmarsh harbor budget?", HITS, 3) == 0.25
+
+
+def test_headings_are_never_quoted_and_repeated_sentences_count_once():
+    dup = (HITS[0], Hit("harbor#3", "harbor", 1.0, 3, HITS[0].text))
+    ranked = rank_sentences("Bayline budgets tram extension", dup, 3)
+    assert [c.sentence for c in ranked].count(
+        "The Bayline Tram Extension has a budget of 48.5 million euros.") == 1
+    assert all(c.sentence != "Budgets" for c in ranked)
+
+
+def test_no_hits_or_no_query_tokens_refuse():
+    a = extractive_answer("budget?", (), CFG)
+    assert a.refusal_reason == "no_hits" and a.raw_confidence == 0.0 and a.confidence == 1.0
+    b = extractive_answer("what is it?", HITS, CFG)  # stop words only
+    assert b.refusal_reason == "no_quotable_sentence"
+
+
+def test_a_calibrator_maps_the_raw_confidence():
+    seen = []
+
+    def calibrator(raw: float, refusal: bool) -> float:
+        seen.append((raw, refusal))
+        return 0.42
+
+    a = extractive_answer("What is the budget of the Bayline Tram Extension?", HITS, CFG,
+                          calibrator)
+    assert a.confidence == 0.42 and a.raw_confidence == pytest.approx(0.875)
+    assert seen == [(pytest.approx(0.875), False)]
+
+
+def test_answerer_is_deterministic():
+    q = "How much is budgeted for the ferry replacement?"
+    assert extractive_answer(q, HITS, CFG) == extractive_answer(q, HITS, CFG)
+
+
+# --- import-squad -----------------------------------------------------------------------------
+
+def _qa_file(tmp_path: Path) -> Path:
+    rows = []
+    for a in range(6):
+        for p in range(4):
+            ctx = (f"Article {a} paragraph {p} says the answer is value{a}x{p}. "
+                   f"It also mentions colour{a}.")
+            for n in range(2):
+                rows.append({"id": f"q{a}-{p}-{n}", "question": f"What does {a} {p} say {n}?",
+                             "title": f"Art_{a}", "passage_id": f"{a}_{p}", "context": ctx,
+                             "answers": {"text": [f"value{a}x{p}" if n == 0 else f"colour{a}"],
+                                         "answer_start": [0]}})
+    return write(tmp_path / "src" / "qa.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_import_squad_writes_corpus_and_article_disjoint_splits(tmp_path):
+    src = _qa_file(tmp_path)
+    s = import_squad(src.parent, tmp_path / "out", abstain_share=0.25, test_share=0.5, seed=3)
+    train, test = (load_golden_set(sp.path) for sp in s.splits)
+    corpus = load_corpus(s.corpus)
+    chunk_ids = {c.chunk_id for c in chunk_corpus(corpus, ChunkerConfig("document"))}
+    kept = {d.doc_id for d in corpus.documents}
+    assert len(kept) == s.paragraphs_kept == 24 - 2 * 3  # round(0.25 * 12) dropped per split
+    articles = {}
+    for g in (train, test):
+        assert len(g) == 24
+        for q in g.queries:
+            articles.setdefault(g.name, set()).add(q.id.split("-")[0])
+            assert q.ask
+            if q.answerable:
+                (pid,) = q.expected_doc_ids
+                assert pid in kept and q.expected_chunk_ids == (f"{pid}#0",)
+                assert f"{pid}#0" in chunk_ids and q.must_contain[0] in corpus.documents[
+                    [d.doc_id for d in corpus.documents].index(pid)].text
+            else:
+                assert q.query_type == "abstention" and not q.expected_doc_ids
+                assert q.id.rsplit("-", 1)[0].replace("q", "", 1).replace("-", "_") not in kept
+                assert "dropped_paragraph" in q.hardcase_categories
+    assert not articles[train.name] & articles[test.name]
+    assert sum(not q.answerable for q in test.queries) == 6  # 3 dropped paragraphs x 2
+    # colour<a> is in every paragraph of the article: the tag says an answer may remain
+    tagged = [q for q in test.queries if not q.answerable and q.id.endswith("-1")]
+    assert all("answer_elsewhere" in q.hardcase_categories for q in tagged)
+    text = s.splits[1].path.read_text()
+    assert text.startswith("# test split of") and "seed=3 test_share=0.5 abstain_share=0.25" \
+        in text
+    assert yaml.safe_load(text)["description"].startswith("import-squad seed=3")
+
+
+def test_import_squad_is_seeded(tmp_path):
+    src = _qa_file(tmp_path)
+    a = import_squad(src, tmp_path / "a", seed=1)
+    b = import_squad(src, tmp_path / "b", seed=1)
+    c = import_squad(src, tmp_path / "c", seed=2)
+    body = lambda p: p.read_text().split("\n", 4)[-1]  # noqa: E731 - skip the path header
+    assert body(a.splits[1].path) == body(b.splits[1].path)
+    assert (a.corpus / "corpus.jsonl").read_bytes() == (b.corpus / "corpus.jsonl").read_bytes()
+    assert {q.id for q in load_golden_set(a.splits[1].path).queries} != {
+        q.id for q in load_golden_set(c.splits[1].path).queries}
+
+
+def test_cli_import_squad_and_bad_options(tmp_path):
+    src = _qa_file(tmp_path)
+    result = runner.invoke(app, ["import-squad", str(src), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 0, result.output
+    assert "test: " in result.output and "--set chunker.mode=document" in result.output
+    result = runner.invoke(app, ["import-squad", str(src), "--out", str(tmp_path / "o"),
+                                 "--test-share", "1.5", "--abstain-share", "-0.1"])
+    assert result.exit_code == 2
+    out = " ".join(result.output.split())
+    assert "--test-share: must be in (0, 1), got 1.5" in out
+    assert "--abstain-share: must be in [0, 1), got -0.1" in out
+    result = runner.invoke(app, ["import-squad", str(tmp_path / "nope"), "--out",
+                                 str(tmp_path / "o")])
+    assert result.exit_code == 2
+    assert f"error: {tmp_path / 'nope'} not found: expected a qa.jsonl file" in " ".join(
+        result.output.split())
+
+
+def test_import_squad_rejects_a_span_not_in_its_paragraph(tmp_path):
+    row = {"id": "x", "question": "?", "title": "T", "passage_id": "0_0", "context": "abc",
+           "answers": {"text": ["zzz"], "answer_start": [0]}}
+    src = write(tmp_path / "qa.jsonl", json.dumps(row) + "\n")
+    result = runner.invoke(app, ["import-squad", str(src), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2
+    assert "[query x]: the answer span is not in its paragraph" in " ".join(result.output.split())
+
+
+@pytest.mark.skipif(not (SHARED / "datasets" / "xquad_en" / "qa.jsonl").is_file(),
+                    reason="needs ../shared/datasets/xquad_en")
+def test_import_real_xquad(tmp_path):
+    s = import_squad(SHARED / "datasets" / "xquad_en", tmp_path / "xq")
+    counts = [(sp.answerable, sp.abstention, sp.paragraphs) for sp in s.splits]
+    assert sum(a + b for a, b, _ in counts) == 1190
+    assert sum(p for *_, p in counts) == 240 and s.paragraphs_kept == 240 - 24
+    assert all(b > 0 for _, b, _ in counts)
