@@ -75,6 +75,7 @@ def main() -> None:
 
     timings: dict[int, list[float]] = {1: [], 2: []}
     last: dict = {}
+    loads: list[float] = []
     for _ in range(args.repeats):
         for jobs in (1, 2):
             t0 = time.perf_counter()
@@ -85,13 +86,16 @@ def main() -> None:
             if proc.returncode != 0:
                 sys.exit(f"sweep --jobs {jobs} failed ({proc.returncode}):\n{proc.stderr}")
             timings[jobs].append(wall)
+            loads.append(os.getloadavg()[0])
             last = json.loads(proc.stdout)
-            print(f"  --jobs {jobs}: {wall:6.1f} s", flush=True)
+            print(f"  --jobs {jobs}: {wall:6.1f} s (load average {loads[-1]:.1f})", flush=True)
 
     med = {j: statistics.median(t) for j, t in timings.items()}
     lines = [f"five-row SciFact sweep ({len(spec.query_ids)} test queries, rows: "
              f"{', '.join(r.name for r in spec.rows)}), {os.cpu_count()} CPUs, "
-             f"{args.repeats} alternating repeat(s), warm index cache, whole CLI process",
+             f"{args.repeats} alternating repeat(s), warm index cache, whole CLI process; "
+             f"1-minute load average during the runs {min(loads):.1f}-{max(loads):.1f} "
+             "(other work on the machine)",
              "",
              "| setting | runs (s) | median (s) |",
              "|---|---|---|"]

@@ -18,17 +18,24 @@ textbook procedures, fewer random draws):
 Conventions: percentile intervals use numpy's linear interpolation (as
 ``scipy.stats.bootstrap(method='percentile')``); the randomization p-value is two-sided,
 ``p = (1 + #{|Σ s·d| ≥ |Σ d|}) / (1 + resamples)`` — the observed labelling is counted, so p is
-never 0. Row ``i`` of a call draws from its own stream ``SeedSequence(seed, spawn_key=(i,))``.
+never 0; sums within a relative 1e-9 (1e-5 in the float32 path) of the observed one count as
+ties, i.e. as extreme (floating-point rounding must not hide the exact ties of discrete
+deltas). Row ``i`` of a call draws from its own streams
+``SeedSequence(seed, spawn_key=(i, purpose, slice))``; the wide-data paths split the resamples
+into ``CHUNKS`` fixed slices run in threads — the result does not depend on the thread count.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 
 BLOCK = 256
+CHUNKS = 4  # fixed slices of the resamples, each with its own stream (see _in_chunks)
 # Above this many distinct values per query the per-value shortcuts cost more than direct draws
 # (a binomial draw costs ~50-70 ns, an index draw + gather ~2 ns per query).
 _MULTINOMIAL_RATIO = 32
@@ -50,8 +57,23 @@ class PairedTest:
     p_value: float | None
 
 
-def _stream(seed: int, row: int, purpose: int) -> np.random.Generator:
-    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(row, purpose)))
+def _stream(seed: int, row: int, purpose: int, chunk: int = 0) -> np.random.Generator:
+    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(row, purpose, chunk)))
+
+
+def _in_chunks(work, resamples: int) -> list:
+    """Run ``work(c, start, stop)`` over CHUNKS fixed slices of the resamples, in threads.
+
+    Each slice has its own random stream, so the numbers do not depend on how many threads
+    ran them; numpy releases the GIL in the draws, gathers and products.
+    """
+    bounds = np.linspace(0, resamples, CHUNKS + 1).astype(int)
+    jobs = [(c, int(bounds[c]), int(bounds[c + 1])) for c in range(CHUNKS)]
+    workers = min(CHUNKS, os.cpu_count() or 1)
+    if workers == 1 or resamples < CHUNKS * BLOCK:
+        return [work(*job) for job in jobs]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(lambda job: work(*job), jobs))
 
 
 def _rows(values) -> list[np.ndarray]:
@@ -86,18 +108,21 @@ def bootstrap_mean_samples(values, resamples: int = 10_000, seed: int = 0) -> li
         else:
             direct.setdefault(n, []).append(i)
     for n, members in direct.items():
-        rng = _stream(seed, members[0], 0)
         # float32 gathers and sums: half the memory traffic; their relative error (~1e-6) is
         # far below the Monte-Carlo error (~1/sqrt(resamples))
         data = [rows[i].astype(np.float32) for i in members]
-        means = np.empty((len(members), resamples))
-        done = 0
-        while done < resamples:
-            b = min(BLOCK, resamples - done)
-            idx = rng.integers(0, n, size=(b, n), dtype=np.intp)  # take() wants intp
-            for j, row in enumerate(data):
-                means[j, done:done + b] = row.take(idx).sum(axis=1) / n
-            done += b
+
+        def chunk(c: int, start: int, stop: int, n=n, data=data, key=members[0]) -> np.ndarray:
+            rng = _stream(seed, key, 0, c)
+            means = np.empty((len(data), stop - start))
+            for lo in range(0, stop - start, BLOCK):
+                b = min(BLOCK, stop - start - lo)
+                idx = rng.integers(0, n, size=(b, n), dtype=np.intp)  # take() wants intp
+                for j, row in enumerate(data):
+                    means[j, lo:lo + b] = row.take(idx).sum(axis=1) / n
+            return means
+
+        means = np.concatenate(_in_chunks(chunk, resamples), axis=1)
         for j, i in enumerate(members):
             out[i] = means[j]
     return out
@@ -152,24 +177,27 @@ def randomization_p(deltas, resamples: int = 10_000, seed: int = 0) -> np.ndarra
         else:
             direct.setdefault(n, []).append(i)
     for n, members in direct.items():
-        rng = _stream(seed, members[0], 1)
         data = np.stack([rows[i] for i in members])  # m × n
         totals = data.sum(axis=1)
         observed = np.abs(totals)
         # float32 products: allow for their rounding; a near-tie counts as extreme (conservative)
         tol = 1e-5 * np.abs(data).sum(axis=1)
         data32 = np.ascontiguousarray(data.T, dtype=np.float32)  # n × m
-        extreme = np.zeros(len(members), dtype=np.int64)
-        done = 0
-        block = BLOCK * 4
-        while done < resamples:
-            b = min(block, resamples - done)
-            raw = np.frombuffer(rng.bytes(b * ((n + 7) // 8)), dtype=np.uint8)
-            bits = np.unpackbits(raw.reshape(b, -1), axis=1, count=n)  # 1 = keep, 0 = flip
-            # Σ s·d with s = 2·bit − 1  ==  2·(bits @ d) − Σ d
-            sums = 2.0 * (bits.astype(np.float32) @ data32) - totals
-            extreme += np.count_nonzero(np.abs(sums) >= observed - tol, axis=0)
-            done += b
+
+        def chunk(c: int, start: int, stop: int, n=n, data32=data32, totals=totals,
+                  observed=observed, tol=tol, key=members[0]) -> np.ndarray:
+            rng = _stream(seed, key, 1, c)
+            extreme = np.zeros(data32.shape[1], dtype=np.int64)
+            for lo in range(0, stop - start, 4 * BLOCK):
+                b = min(4 * BLOCK, stop - start - lo)
+                raw = np.frombuffer(rng.bytes(b * ((n + 7) // 8)), dtype=np.uint8)
+                bits = np.unpackbits(raw.reshape(b, -1), axis=1, count=n)  # 1 keep, 0 flip
+                # Σ s·d with s = 2·bit − 1  ==  2·(bits @ d) − Σ d
+                sums = 2.0 * (bits.astype(np.float32) @ data32) - totals
+                extreme += np.count_nonzero(np.abs(sums) >= observed - tol, axis=0)
+            return extreme
+
+        extreme = np.sum(_in_chunks(chunk, resamples), axis=0)
         for j, i in enumerate(members):
             p[i] = (1 + extreme[j]) / (1 + resamples)
     return p

@@ -184,14 +184,16 @@ def test_sigterm_ends_the_run_killed(store_uri, tmp_path):
         "        return Answer('x', ('harbor-transit#0',))\n"
         "pipeline = Slow()\n"))
     env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"}
+    from kebab_mlflow.tracking import Tracker
+
+    Tracker(store_uri).experiment_id("kebab-eval")  # the store exists before we poll it
     proc = subprocess.Popen([sys.executable, "-m", "kebab_mlflow.cli", "run", "--golden",
                              str(GOLDEN), "--target", "python:slowtarget:pipeline",
                              "--tracking-uri", store_uri], env=env, cwd=tmp_path,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 60
     while time.time() < deadline:
-        runs = _runs(store_uri) if (tmp_path / "store" / "mlflow.db").exists() else []
-        if runs:
+        if _runs(store_uri):
             break
         time.sleep(0.3)
     time.sleep(1.0)

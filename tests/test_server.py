@@ -64,9 +64,12 @@ def test_tracking_uri_from_the_environment(mlflow_server, monkeypatch):
     first = runner.invoke(app, ["run", "--golden", str(GOLDEN), "--corpus", str(KB),
                                 "--experiment", exp, "--json"])
     reply = run_json(first)
-    listed = runner.invoke(app, ["runs", "--experiment", exp])
-    assert listed.exit_code == 0, listed.output
-    assert reply["run_id"] in listed.output and "FINISHED" in listed.output
+    run = mlflow_server.client().get_run(reply["run_id"])
+    assert run.info.status == "FINISHED"
+    shown = runner.invoke(app, ["baseline", "set", reply["run_id"], "--experiment", exp])
+    assert shown.exit_code == 0, shown.output
+    assert mlflow_server.client().get_experiment(run.info.experiment_id).tags[
+        "kebab.baseline_run_id"] == reply["run_id"]
 
 
 def test_compare_two_runs_on_the_server(mlflow_server):
@@ -119,7 +122,10 @@ def check_sweep(server, reply: dict) -> None:
     assert sorted(c.info.run_name for c in children) == ["bm25", "random_retrieval",
                                                          "single_chunk"]
     assert all(c.info.status == "FINISHED" for c in children)
-    assert reply["signal_state"] == "alive"
+    assert parent.data.tags["kebab.signal_state"] == reply["signal_state"]
+    assert "gauge/hit_at_5/alive" in parent.data.metrics
+    names = {a.path for a in client.list_artifacts(reply["parent_run_id"])}
+    assert {"distinguishing_power.json", "leaderboard.csv", "sweep.yaml"} <= names
 
 
 def test_sweep_on_the_server(mlflow_server, tmp_path):
