@@ -29,8 +29,8 @@ test: $(STAMP) ## run the test suite (unit, CLI, MLflow server and PostgreSQL te
 lint: $(STAMP) ## ruff
 	$(BIN)/ruff check .
 
-bench: $(STAMP) ## run the benchmarks under bench/ (SciFact-scale; minutes)
-	$(BIN)/python bench/run_all.py
+bench: $(STAMP) ## run the benchmarks under bench/ (SciFact-scale; minutes); BENCH="bm25 metrics" for some
+	$(BIN)/python bench/run_all.py $(BENCH)
 
 ui: $(STAMP) ## open the MLflow UI on the embedded store
 	$(BIN)/kebab-mlflow ui

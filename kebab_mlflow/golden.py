@@ -307,12 +307,12 @@ def _identity(item: Any, node: Any) -> _Identity | None:
         return None
     group = item.get("group")
     group = str(group) if isinstance(group, (str, int)) and not isinstance(group, bool) else None
-    failed: list[str] = []
-    grades = _doc_grades(item.get("expected_doc_ids"), lambda *a: failed.append("x"))
-    if not isinstance(item.get("expected_doc_ids"), (list, dict, type(None))):
-        failed.append("x")
+    raw = item.get("expected_doc_ids")
+    problems: list[str] = []  # already reported by _parse_query; here they only disqualify
+    grades = _doc_grades(raw, lambda message, key=None: problems.append(message))
+    readable = raw is None or isinstance(raw, (list, dict)) and not problems
     line = node.start_mark.line + 1 if node is not None else 0
-    return _Identity(str(qid), line, group, None if failed else grades)
+    return _Identity(str(qid), line, group, grades if readable else None)
 
 
 def _cross_query_problems(queries: list[_Identity], source: str) -> list[Problem]:

@@ -508,6 +508,7 @@ def run_sweep(spec: SweepSpec, *, experiment: str | None = None,
         if parent_id is None:
             raise RunInterrupted("interrupted before the sweep started") from None
         _end_quietly(tracker, parent_id, "KILLED")
+        _kill_running_children(tracker, parent_id)
         raise RunInterrupted(f"interrupted: sweep {parent_id} ended as KILLED; finish it with "
                              f"`kebab-mlflow sweep {spec.path} --resume {parent_id}`") from None
     except BaseException:
@@ -629,6 +630,18 @@ def _end_quietly(tracker: Any, run_id: str, status: str) -> None:
     try:
         tracker.end_run(run_id, status)
     except Exception:  # noqa: BLE001 - the store may be the thing that failed
+        pass
+
+
+def _kill_running_children(tracker: Any, parent_id: str) -> None:
+    """A row interrupted outside its query loop may be left RUNNING: end it KILLED."""
+    try:
+        parent = tracker.get_run(parent_id)
+        for child in tracker.search_runs(
+                [parent.info.experiment_id],
+                f"tags.`mlflow.parentRunId` = '{parent_id}' and attributes.status = 'RUNNING'"):
+            tracker.end_run(child.info.run_id, "KILLED")
+    except Exception:  # noqa: BLE001 - best effort on the way out
         pass
 
 
