@@ -270,4 +270,8 @@ def upload(
 from kebab_mlflow import cli_answers, cli_compare, cli_sweep  # noqa: E402, F401
 
 if __name__ == "__main__":
-    main()
+    # `python -m kebab_mlflow.cli` runs this file as __main__, a second copy of the module; the
+    # cli_* modules registered their commands on the imported copy's app, so call that one.
+    from kebab_mlflow.cli import main as _main
+
+    _main()

@@ -137,12 +137,12 @@ def execute(options: RunOptions, *, progress: Any = None,
     t_log = time.perf_counter()
     run_id = tracker.start_run(experiment_id, options.run_name, prepared.tags(),
                                parent_run_id=options.parent_run_id)
-    tracker.log_batch(run_id, params=params)
-    mlflow_s = time.perf_counter() - t_log
     workdir = cache_root() / "work" / run_id
     workdir.mkdir(parents=True, exist_ok=True)
     try:
         with _sigterm_as_interrupt():
+            tracker.log_batch(run_id, params=params)
+            mlflow_s = time.perf_counter() - t_log
             task = progress.start(len(prepared.golden)) if progress else None
             outcome = run_queries(prepared.pipeline, prepared.golden, options.k,
                                   prepared.cutoffs, workdir / "per_query.jsonl",
@@ -175,7 +175,12 @@ def execute(options: RunOptions, *, progress: Any = None,
     (workdir / MANIFEST).write_text(json.dumps(manifest, indent=1))
     t_log = time.perf_counter()
     try:
-        publish(tracker, workdir)
+        with _sigterm_as_interrupt():
+            publish(tracker, workdir)
+    except KeyboardInterrupt:
+        _end_quietly(tracker, run_id, "KILLED")
+        raise RunInterrupted(f"interrupted while publishing: run {run_id} ended as KILLED; "
+                             f"results kept in {keep_for_recovery(workdir)}") from None
     except KebabError:
         raise
     except Exception as exc:  # noqa: BLE001 - server lost mid-run: keep everything

@@ -19,6 +19,8 @@ from kebab_mlflow.errors import GoldenSetError, Problem
 
 DEFAULT_METADATA_FIELDS = ("agency", "project", "budget", "deadline")
 QUERY_TYPES = ("single_doc", "comparison", "follow_up", "abstention")
+# libyaml's safe loader when present (several times faster on 1,000s of queries), else PyYAML's
+_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 TOP_LEVEL_KEYS = {"name", "private", "metadata_fields", "case_insensitive", "description",
                   "queries"}
 
@@ -118,8 +120,8 @@ def parse_golden_set(raw: bytes, source: str) -> GoldenSet:
         raise GoldenSetError("golden set is not UTF-8",
                              [Problem(f"byte {exc.start}: {exc.reason}", source)]) from None
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.load(text, Loader=yaml.SafeLoader)  # noqa: S506 - SafeLoader
+        node = yaml.compose(text, Loader=_SAFE_LOADER)
+        data = yaml.load(text, Loader=_SAFE_LOADER)  # noqa: S506 - a safe loader
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{source}:{mark.line + 1}" if mark else source

@@ -30,6 +30,8 @@ BASELINE_TAG = "kebab.baseline_run_id"
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
+# our own progress bars go to stderr; MLflow's download bars would interleave with them
+os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
 
 def default_store_dir() -> Path:

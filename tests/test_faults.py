@@ -71,7 +71,7 @@ def kebab(args: list[str], tmp_path: Path, **env: str) -> subprocess.Popen:
 
 def run_args(target: Path, golden: Path, uri: str) -> list[str]:
     return ["run", "--golden", str(golden), "--target", f"python:{target}:search",
-            "--tracking-uri", uri, "--experiment", "faults", "--k", "3", "--json"]
+            "--tracking-uri", uri, "--experiment", "faults", "--json"]
 
 
 def wait_for(path: Path, proc: subprocess.Popen, timeout: float = 120.0) -> None:
@@ -183,9 +183,9 @@ def check_eight(client, replies: list[dict], experiment: str = "eight") -> None:
     assert sorted(r.info.run_name for r in runs) == [f"r{i}" for i in range(8)]
     assert {r.info.run_id for r in runs} == {r["run_id"] for r in replies}
     assert all(r.info.status == "FINISHED" for r in runs)
-    # same inputs, same numbers, every artifact there
-    assert len({r.data.metrics["mrr"] for r in runs}) == 1
-    assert len({r.data.tags["kebab.per_query_sha256"] for r in runs}) == 1
+    # same inputs, same numbers (latencies aside), every artifact there
+    for name in ("mrr", "hit_at_5", "ndcg_at_10_doc", "contains_all"):
+        assert len({r.data.metrics[name] for r in runs}) == 1, name
     for r in runs:
         assert "per_query.jsonl" in {a.path for a in client.list_artifacts(r.info.run_id)}
 

@@ -16,17 +16,29 @@ def random_score(query: str, chunk_id: str) -> float:
     return int.from_bytes(digest[:8], "big") / 2**64
 
 
+def random_scores(query: str, encoded_chunk_ids: Sequence[bytes]) -> np.ndarray:
+    """``random_score`` for every chunk: the query prefix is hashed once and copied per chunk
+    (same bytes in, same digest out)."""
+    prefix = hashlib.sha256((query + "\x00").encode("utf-8"))
+    out = np.empty(len(encoded_chunk_ids), dtype=np.float64)
+    for i, chunk_id in enumerate(encoded_chunk_ids):
+        h = prefix.copy()
+        h.update(chunk_id)
+        out[i] = int.from_bytes(h.digest()[:8], "big") / 2**64
+    return out
+
+
 class RandomBackend:
     """Floor: a ranking that knows nothing about relevance, yet is the same on every machine."""
 
     def __init__(self, chunk_ids: Sequence[str]):
         self.chunk_ids = list(chunk_ids)
+        self.encoded = [c.encode("utf-8") for c in self.chunk_ids]
 
     def search_batch(self, queries: Sequence[str], k: int) -> list[list[tuple[int, float]]]:
         out = []
         for query in queries:
-            scores = np.fromiter((random_score(query, c) for c in self.chunk_ids),
-                                 dtype=np.float64, count=len(self.chunk_ids))
+            scores = random_scores(query, self.encoded)
             out.append([(int(i), float(scores[i])) for i in top_k_indices(scores, k)])
         return out
 
