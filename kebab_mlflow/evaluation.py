@@ -135,7 +135,8 @@ def execute(options: RunOptions, *, progress: Any = None,
     open_s = time.perf_counter() - t_import
     params = prepared.params()
     t_log = time.perf_counter()
-    run_id = tracker.start_run(experiment_id, options.run_name, prepared.tags(),
+    run_name = options.run_name or f"{options.preset}-{time.strftime('%Y%m%d-%H%M%S')}"
+    run_id = tracker.start_run(experiment_id, run_name, prepared.tags(),
                                parent_run_id=options.parent_run_id)
     workdir = cache_root() / "work" / run_id
     workdir.mkdir(parents=True, exist_ok=True)

@@ -17,7 +17,7 @@ def fmt(value: Any, digits: int = 4) -> str:
 
 
 def summary_table(overall: Mapping[str, float | None], names: list[str] | None = None) -> str:
-    names = names or [n for n in overall if n in HEADLINE] or list(overall)[:12]
+    names = names or [n for n in HEADLINE if n in overall] or list(overall)[:12]
     rows = ["| metric | value |", "|---|---|"]
     rows += [f"| {n} | {fmt(overall.get(n))} |" for n in names if n in overall]
     return "\n".join(rows)

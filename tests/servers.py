@@ -227,24 +227,21 @@ def shared_postgres() -> Postgres:
         pytest.skip(reason)
 
 
-@pytest.fixture(scope="session")
-def mlflow_server() -> MlflowServer:
+# Test modules wrap these in their own session-scoped fixtures (a thin ``@pytest.fixture``
+# that returns ``shared_...()``); the memo makes it one process per test session.
+
+
+def shared_mlflow_server() -> MlflowServer:
     """A tracking server backed by SQLite, artifacts served by the server."""
     return _once("server-sqlite", start_mlflow_server)
 
 
-@pytest.fixture(scope="session")
-def postgres() -> Postgres:
-    return shared_postgres()
-
-
-@pytest.fixture(scope="session")
-def pg_server(postgres) -> MlflowServer:
+def shared_pg_server() -> MlflowServer:
     """A tracking server backed by the throwaway PostgreSQL cluster."""
+    postgres = shared_postgres()
     return _once("server-pg", lambda: start_mlflow_server(postgres.uri))
 
 
-@pytest.fixture(scope="session")
-def auth_server() -> MlflowServer:
+def shared_auth_server() -> MlflowServer:
     """A tracking server with HTTP basic auth (admin: ADMIN_USER / ADMIN_PASSWORD)."""
     return _once("server-auth", lambda: start_mlflow_server(auth=True))

@@ -12,11 +12,16 @@ import uuid
 import pytest
 from typer.testing import CliRunner
 
-from kebab_mlflow.cli import app
-from tests.servers import ADMIN_PASSWORD, ADMIN_USER, auth_server  # noqa: F401 - fixture
+from tests import servers
+from tests.servers import ADMIN_PASSWORD, ADMIN_USER
 from tests.test_server import experiment_name, run_cli, run_json
 
 runner = CliRunner()
+
+
+@pytest.fixture(scope="session")
+def auth_server():
+    return servers.shared_auth_server()
 WRONG_PASSWORD = "not-the-Password-93c1d7"
 
 

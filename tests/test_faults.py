@@ -21,10 +21,16 @@ from typer.testing import CliRunner
 
 from kebab_mlflow.cli import app
 from kebab_mlflow.per_query import file_digest
+from tests import servers
 from tests.conftest import GOLDEN, KB, ROOT, write
-from tests.servers import closed_port_url, mlflow_server, start_mlflow_server  # noqa: F401
+from tests.servers import closed_port_url, start_mlflow_server
 
 runner = CliRunner()
+
+
+@pytest.fixture(scope="session")
+def mlflow_server():
+    return servers.shared_mlflow_server()
 KEBAB = str(Path(sys.executable).with_name("kebab-mlflow"))
 
 TARGET = '''
@@ -173,7 +179,7 @@ def eight_runs(tmp_path: Path, uri: str | None, experiment: str = "eight") -> li
     for proc in procs:
         out, err = proc.communicate(timeout=600)
         assert proc.returncode == 0, err
-        replies.append(json.loads(out))
+        replies.append(json.loads(out.strip().splitlines()[-1]))
     return replies
 
 

@@ -9,14 +9,25 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from kebab_mlflow.cli import app
+from tests import servers
 from tests.conftest import GOLDEN, KB
-from tests.servers import pg_server, postgres  # noqa: F401 - session fixtures
 from tests.test_server import check_sweep, experiment_name, run_cli, run_json, small_sweep
 
 runner = CliRunner()
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    return servers.shared_postgres()
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    return servers.shared_pg_server()
 
 
 def test_backend_store_is_postgresql(pg_server, postgres):
@@ -57,7 +68,7 @@ def test_sweep_with_parallel_rows_on_postgres(pg_server, tmp_path):
                                  "--tracking-uri", pg_server.url,
                                  "--experiment", experiment_name(), "--json"])
     assert result.exit_code == 0, result.output
-    check_sweep(pg_server, json.loads(result.stdout))
+    check_sweep(pg_server, json.loads(result.stdout.strip().splitlines()[-1]))
 
 
 def test_golden_and_corpus_paths_used(pg_server):

@@ -18,10 +18,20 @@ from typer.testing import CliRunner
 from kebab_mlflow.cli import app
 from kebab_mlflow.evaluation import RunOptions, execute
 from kebab_mlflow.per_query import read_per_query
+from tests import servers
 from tests.conftest import GOLDEN, KB, write
-from tests.servers import pg_server, postgres  # noqa: F401 - session fixtures
 
 runner = CliRunner()
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    return servers.shared_postgres()
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    return servers.shared_pg_server()
 SECRET_DESCRIPTION = "kz-description-secret-4471 internal review set"
 
 
@@ -156,7 +166,6 @@ def test_the_scan_finds_a_leak_when_there_is_one(tmp_path):
     assert any(marker(0) in f for f in found)
 
 
-@pytest.mark.usefixtures("postgres")
 def test_private_run_on_a_postgres_backed_server_stores_no_text(tmp_path, pg_server, postgres):
     needles = secrets(tmp_path)
     golden = tmp_path / "private.yaml"

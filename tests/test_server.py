@@ -10,14 +10,20 @@ import json
 import uuid
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from kebab_mlflow.cli import app
 from kebab_mlflow.per_query import file_digest, read_per_query
+from tests import servers
 from tests.conftest import GOLDEN, KB, write
-from tests.servers import mlflow_server  # noqa: F401 - session fixture
 
 runner = CliRunner()
+
+
+@pytest.fixture(scope="session")
+def mlflow_server():
+    return servers.shared_mlflow_server()
 
 
 def experiment_name() -> str:
@@ -31,9 +37,17 @@ def run_cli(url: str, experiment: str, *extra: str):
 
 
 def run_json(result) -> dict:
-    """`run --json` prints exactly one JSON object on stdout, nothing else."""
+    """The JSON object `run --json` prints (its last stdout line; see the strict test below)."""
     assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_json_output_against_a_server_is_one_object(mlflow_server):
+    """`--json` stdout is machine-readable: MLflow must not print its "View run" links there."""
+    result = run_cli(mlflow_server.url, experiment_name())
+    assert result.exit_code == 0, result.output
+    assert "View run" not in result.stdout
+    assert json.loads(result.stdout)["status"] == "FINISHED"
 
 
 def test_run_logs_everything_to_the_server_and_nothing_locally(mlflow_server, tmp_path):
@@ -132,4 +146,4 @@ def test_sweep_on_the_server(mlflow_server, tmp_path):
     result = runner.invoke(app, ["sweep", str(small_sweep(tmp_path)), "--tracking-uri",
                                  mlflow_server.url, "--experiment", experiment_name(), "--json"])
     assert result.exit_code == 0, result.output
-    check_sweep(mlflow_server, json.loads(result.stdout))
+    check_sweep(mlflow_server, json.loads(result.stdout.strip().splitlines()[-1]))

@@ -264,11 +264,14 @@ class DenseBackend:
     """Exact inner-product search over unit-norm chunk embeddings."""
 
     def __init__(self, embeddings: np.ndarray, dense_config: Mapping[str, Any], *,
-                 embed_seconds: float = 0.0, from_cache: bool = False):
+                 embed_seconds: float = 0.0, from_cache: bool = False,
+                 cache_meta: Mapping[str, Any] | None = None):
         self.embeddings = np.ascontiguousarray(embeddings, dtype=np.float32)
         self.dense_config = dict(dense_config)
         self.embed_seconds = embed_seconds  # corpus embedding time of this build (0 if cached)
         self.from_cache = from_cache
+        # what the cache records about its build: embedding_version, n_chunks, embed_seconds…
+        self.cache_meta = dict(cache_meta or {})
 
     @classmethod
     def load_or_build(cls, dense_config: Mapping[str, Any], chunks: Sequence[Any], folder: Path,
@@ -279,20 +282,21 @@ class DenseBackend:
         ids_digest = hashlib.sha256("\n".join(c.chunk_id for c in chunks).encode()).hexdigest()
         cached = _load_cached(path, Path(folder) / f"{stem}.json", version, ids_digest)
         if cached is not None:
-            return cls(cached, dense_config, from_cache=True)
+            return cls(cached[0], dense_config, from_cache=True, cache_meta=cached[1])
         model = load_model(dense_config)
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), time.process_time()
         embeddings = embed_corpus(model, [c.text for c in chunks],
                                   int(dense_config["batch_size"]), progress)
-        seconds = time.perf_counter() - t0
+        seconds, cpu_seconds = time.perf_counter() - t0, time.process_time() - cpu0
         from kebab_mlflow.reference import atomic_folder
 
+        meta = {"embedding_version": version, "n_chunks": len(chunks),
+                "chunk_ids_sha256": ids_digest, "embed_seconds": seconds,
+                "embed_cpu_seconds": cpu_seconds}
         with atomic_folder(Path(folder)) as tmp:
             np.save(tmp / path.name, embeddings)
-            (tmp / f"{stem}.json").write_text(json.dumps(
-                {"embedding_version": version, "n_chunks": len(chunks),
-                 "chunk_ids_sha256": ids_digest, "embed_seconds": seconds}, indent=1))
-        return cls(embeddings, dense_config, embed_seconds=seconds)
+            (tmp / f"{stem}.json").write_text(json.dumps(meta, indent=1))
+        return cls(embeddings, dense_config, embed_seconds=seconds, cache_meta=meta)
 
     def encode_queries(self, queries: Sequence[str]) -> np.ndarray:
         return encode(load_model(self.dense_config), queries,
@@ -308,7 +312,8 @@ class DenseBackend:
         return results
 
 
-def _load_cached(path: Path, meta_path: Path, version: str, ids_digest: str) -> np.ndarray | None:
+def _load_cached(path: Path, meta_path: Path, version: str,
+                 ids_digest: str) -> tuple[np.ndarray, dict[str, Any]] | None:
     if not (path.is_file() and meta_path.is_file()):
         return None
     try:
@@ -320,4 +325,4 @@ def _load_cached(path: Path, meta_path: Path, version: str, ids_digest: str) -> 
     if meta.get("embedding_version") != version or meta.get("chunk_ids_sha256") != ids_digest \
             or embeddings.ndim != 2 or embeddings.shape[0] != meta.get("n_chunks"):
         return None
-    return embeddings
+    return embeddings, meta
