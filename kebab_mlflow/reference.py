@@ -64,7 +64,7 @@ class ReferencePipeline:
         an = config["answer"]
         self.answer_config = AnswererConfig(an["context_k"], an["max_sentences"],
                                             an["refuse_below"])
-        self.calibrator = _load_calibrator(folder) if an["calibrate"] else None
+        self.calibrator = _load_calibrator(folder, self._versions) if an["calibrate"] else None
 
     @property
     def versions(self) -> VersionSnapshot:

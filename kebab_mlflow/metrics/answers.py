@@ -38,9 +38,10 @@ def contains_all(query: GoldenQuery, answer: Answer | None) -> float:
 
 
 def refused(query: GoldenQuery, answer: Answer | None) -> float:
-    if not query.ask:
+    """No answer at all means the query raised: that is error_rate's, not a refusal."""
+    if not query.ask or answer is None:
         return NAN
-    return 1.0 if answer is None or answer.refused else 0.0
+    return 1.0 if answer.refused else 0.0
 
 
 def grounded(query: GoldenQuery, answer: Answer | None) -> float:

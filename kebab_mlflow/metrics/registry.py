@@ -89,8 +89,10 @@ for _name, _desc, _better in (
 
 for _name, _desc, _better in (
     ("contains_all", "answer holds every must_contain string and no forbidden one; an "
-     "answerable question refused scores 0; a refused unanswerable one is not counted", True),
-    ("refusal_rate", "share of ask queries the pipeline refused", False),
+     "answerable question refused scores 0, an unanswerable one answered scores 0; a refused "
+     "unanswerable one is not counted", True),
+    ("refusal_rate", "share of ask queries the pipeline refused (queries that raised are "
+     "counted in error_rate instead)", False),
     ("ask_grounded_rate", "share of ask queries answered (not refused) with >= 1 citation", True),
     ("citation_validity", "answered with citations: every cited chunk was among the hits", True),
 ):
