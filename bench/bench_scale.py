@@ -19,6 +19,7 @@ import json
 import os
 import random
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -131,6 +132,7 @@ def main() -> None:
     print(text)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(text)
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -329,14 +329,20 @@ def _check_metrics(names: list[str] | None, golden_set: Any, rows: Sequence[Swee
     has_ask = golden_set is not None and any(q.ask for q in golden_set.queries)
     if names is None:
         names = list(DEFAULT_GAUGE_CHUNK if has_chunk else DEFAULT_GAUGE_DOC)
-    for row in rows:
-        cutoffs_for(row.k)  # registers deeper cut-offs (k = 100) so they validate
+    # registers deeper cut-offs (k = 100) so they validate; the registry is process-wide, so
+    # a cut-off some other run registered (k = 7) must still be one these rows report
+    reported = set.intersection(*(set(cutoffs_for(row.k)) for row in rows)) if rows else set()
     min_k = min((r.k for r in rows), default=10)
     for name in names:
         try:
             metric = get_metric(name)
         except ConfigError as exc:
             problems.append(Problem(f"gauge_metrics: {exc.summary}", where))
+            continue
+        if metric.family != "mrr" and metric.k is not None and metric.k not in reported:
+            problems.append(Problem(f"gauge_metrics: {name} is not reported by every row "
+                                    f"(cut-offs: {', '.join(map(str, sorted(reported)))})",
+                                    where))
             continue
         if not metric.higher_is_better:
             problems.append(Problem(f"gauge_metrics: {name} is lower-is-better; the gauge "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import getpass
 import os
 import re
 import time
@@ -30,6 +31,8 @@ BASELINE_TAG = "kebab.baseline_run_id"
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
+# `run --json` / `sweep --json` stdout must stay one JSON object: no "View run" links there
+os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
 # our own progress bars go to stderr; MLflow's download bars would interleave with them
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 
@@ -75,9 +78,13 @@ def _tracking_error(uri: str, exc: Exception) -> TrackingError:
     password = os.environ.get("MLFLOW_TRACKING_PASSWORD")
     if password:
         text = text.replace(password, "***")
-    if "401" in text or "403" in text or "Unauthorized" in text or "Permission" in text:
+    if "401" in text or "Unauthorized" in text:
         return TrackingError(f"the tracking server {describe_uri(uri)} refused the credentials "
                              "(MLFLOW_TRACKING_USERNAME / MLFLOW_TRACKING_PASSWORD)")
+    if "403" in text or "Permission" in text:
+        return TrackingError(f"the tracking server {describe_uri(uri)} denied this user "
+                             "permission for the request (ask for write access to the "
+                             "experiment)")
     first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
     return TrackingError(f"cannot reach the MLflow tracking store {describe_uri(uri)}: "
                          f"{first[:300]}")
@@ -113,7 +120,8 @@ class Tracker:
                 if self.local:
                     db = Path(self.uri.removeprefix("sqlite:///"))
                     # one folder per experiment, named so a person can find it
-                    folder = re.sub(r"[^\w.-]", "_", name)[:100] or "experiment"
+                    # no "." / ".." (the artifact root itself, or the store above it)
+                    folder = re.sub(r"[^\w.-]", "_", name).strip(".")[:100] or "experiment"
                     location = (db.parent / "artifacts" / folder).resolve().as_uri()
                 try:
                     return self.client.create_experiment(name, artifact_location=location)
@@ -132,7 +140,12 @@ class Tracker:
             all_tags["mlflow.parentRunId"] = parent_run_id
         if description:
             all_tags["mlflow.note.content"] = description
-        run = self.client.create_run(experiment_id, tags=all_tags, run_name=run_name)
+        all_tags.setdefault("mlflow.user", os.environ.get("MLFLOW_TRACKING_USERNAME")
+                            or getpass.getuser())
+        try:
+            run = self.client.create_run(experiment_id, tags=all_tags, run_name=run_name)
+        except MlflowException as exc:  # e.g. 403: the user may read but not write
+            raise _tracking_error(self.uri, exc) from None
         return run.info.run_id
 
     def log_batch(self, run_id: str, params: Mapping[str, Any] | None = None,

@@ -116,6 +116,10 @@ rows:
         "'name' must be 1-100 characters",
         "duplicate row name 'bm25'",
     ]
+    # hit_at_7 is unknown, or (if another run in this process registered cut-off 7) not reported
+    # at these rows' cut-offs; either way it is one problem
+    if "hit_at_7 is not reported by every row (cut-offs: 1, 3, 5, 10)" in text:
+        expected[2] = "hit_at_7 is not reported by every row (cut-offs: 1, 3, 5, 10)"
     for needle in expected:
         assert needle in text, needle
     assert isinstance(info.value, ConfigError) and len(info.value.problems) == len(expected)
