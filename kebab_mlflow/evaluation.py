@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import signal
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from kebab_mlflow import __version__
 from kebab_mlflow.config import build_config, digest, flatten, redacted
 from kebab_mlflow.errors import KebabError, TrackingError
 from kebab_mlflow.golden import GoldenSet, load_golden_set
+from kebab_mlflow.interrupts import sigterm_as_interrupt
 from kebab_mlflow.metrics.aggregate import flat_metrics
 from kebab_mlflow.provenance import git_state
 from kebab_mlflow.reference import cache_root
@@ -141,7 +141,7 @@ def execute(options: RunOptions, *, progress: Any = None,
     workdir = cache_root() / "work" / run_id
     workdir.mkdir(parents=True, exist_ok=True)
     try:
-        with _sigterm_as_interrupt():
+        with sigterm_as_interrupt():
             tracker.log_batch(run_id, params=params)
             mlflow_s = time.perf_counter() - t_log
             task = progress.start(len(prepared.golden)) if progress else None
@@ -176,7 +176,7 @@ def execute(options: RunOptions, *, progress: Any = None,
     (workdir / MANIFEST).write_text(json.dumps(manifest, indent=1))
     t_log = time.perf_counter()
     try:
-        with _sigterm_as_interrupt():
+        with sigterm_as_interrupt():
             publish(tracker, workdir)
     except KeyboardInterrupt:
         _end_quietly(tracker, run_id, "KILLED")
@@ -256,20 +256,3 @@ def _end_quietly(tracker: Any, run_id: str, status: str) -> None:
         pass
 
 
-class _sigterm_as_interrupt:  # noqa: N801
-    """SIGTERM becomes KeyboardInterrupt so the run ends KILLED instead of staying RUNNING."""
-
-    def __enter__(self):
-        try:
-            self.previous = signal.signal(signal.SIGTERM, self._raise)
-        except ValueError:  # not the main thread
-            self.previous = None
-        return self
-
-    @staticmethod
-    def _raise(signum, frame):
-        raise KeyboardInterrupt
-
-    def __exit__(self, *exc):
-        if self.previous is not None:
-            signal.signal(signal.SIGTERM, self.previous)

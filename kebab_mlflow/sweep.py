@@ -36,7 +36,6 @@ import math
 import os
 import re
 import shutil
-import signal
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -48,6 +47,7 @@ import numpy as np
 import yaml
 
 from kebab_mlflow.errors import ConfigError, InputError, KebabError, Problem
+from kebab_mlflow.interrupts import sigterm_as_interrupt
 
 DEFAULT_FLOORS = ("random_retrieval", "single_chunk")
 DEFAULT_GAUGE_CHUNK = ("hit_at_5", "mrr", "ndcg_at_10_doc")
@@ -228,7 +228,7 @@ def _build(data: dict, node: Any, source: str, base: Path, sha256: str) -> Sweep
 
     golden_set = None
     if golden is not None:
-        golden_set = _check_golden(golden, corpus, problems)
+        golden_set = _check_golden(golden, corpus, problems, where("golden"), where("corpus"))
     gauge_metrics = _check_metrics(gauge, golden_set, rows, problems, where("gauge_metrics"))
     if problems:
         raise SweepError(f"invalid sweep file {source}", problems)
@@ -292,7 +292,8 @@ def _rows(items: Any, node: Any, source: str, shared: Mapping[str, Any], default
     return rows
 
 
-def _check_golden(golden: Path, corpus: Path | None, problems: list[Problem]):
+def _check_golden(golden: Path, corpus: Path | None, problems: list[Problem],
+                  where_golden: str = "", where_corpus: str = ""):
     from kebab_mlflow.corpus import load_corpus
     from kebab_mlflow.errors import CorpusError, GoldenSetError
     from kebab_mlflow.golden import load_golden_set
@@ -301,13 +302,14 @@ def _check_golden(golden: Path, corpus: Path | None, problems: list[Problem]):
     try:
         golden_set = load_golden_set(golden)
     except GoldenSetError as exc:
-        problems.extend(exc.problems or [Problem(exc.summary, str(golden))])
+        # problems inside the golden file point into it; an unreadable one at the sweep line
+        problems.extend(exc.problems or [Problem(exc.summary, where_golden or str(golden))])
     if corpus is None:
         return golden_set
     try:
         loaded = load_corpus(corpus)
     except CorpusError as exc:
-        problems.extend(exc.problems or [Problem(exc.summary, str(corpus))])
+        problems.extend(exc.problems or [Problem(exc.summary, where_corpus or str(corpus))])
         return golden_set
     if golden_set is not None:
         known = {d.doc_id for d in loaded.documents}
@@ -339,11 +341,6 @@ def _check_metrics(names: list[str] | None, golden_set: Any, rows: Sequence[Swee
         except ConfigError as exc:
             problems.append(Problem(f"gauge_metrics: {exc.summary}", where))
             continue
-        if metric.family != "mrr" and metric.k is not None and metric.k not in reported:
-            problems.append(Problem(f"gauge_metrics: {name} is not reported by every row "
-                                    f"(cut-offs: {', '.join(map(str, sorted(reported)))})",
-                                    where))
-            continue
         if not metric.higher_is_better:
             problems.append(Problem(f"gauge_metrics: {name} is lower-is-better; the gauge "
                                     "needs metrics where the primary should beat the floors",
@@ -351,6 +348,10 @@ def _check_metrics(names: list[str] | None, golden_set: Any, rows: Sequence[Swee
         if metric.k is not None and metric.k > min_k:
             problems.append(Problem(f"gauge_metrics: {name} needs retrieval depth >= {metric.k} "
                                     f"but a row searches only {min_k} deep", where))
+        elif metric.family != "mrr" and metric.k is not None and metric.k not in reported:
+            problems.append(Problem(f"gauge_metrics: {name} is not reported by every row "
+                                    f"(cut-offs: {', '.join(map(str, sorted(reported)))})",
+                                    where))
         if golden_set is None:
             continue
         level_ok = {"chunk": has_chunk, "doc": has_doc, "answer": has_ask}.get(metric.level,
@@ -459,25 +460,6 @@ def _outcome(spec: SweepSpec, row: SweepRow, reply: Mapping[str, Any]) -> RowOut
                       reply["seconds"])
 
 
-class _sigterm_as_interrupt:  # noqa: N801
-    """SIGTERM becomes KeyboardInterrupt so the parent ends KILLED, not RUNNING."""
-
-    def __enter__(self):
-        try:
-            self.previous = signal.signal(signal.SIGTERM, self._raise)
-        except ValueError:  # not the main thread
-            self.previous = None
-        return self
-
-    @staticmethod
-    def _raise(signum, frame):
-        raise KeyboardInterrupt
-
-    def __exit__(self, *exc):
-        if self.previous is not None:
-            signal.signal(signal.SIGTERM, self.previous)
-
-
 def run_sweep(spec: SweepSpec, *, experiment: str | None = None,
               tracking_uri: str | None = None, jobs: int = 1, resume: str | None = None,
               on_event: Callable[[str], None] = lambda s: None) -> SweepResult:
@@ -492,7 +474,7 @@ def run_sweep(spec: SweepSpec, *, experiment: str | None = None,
     parent_id: str | None = None
     tracker: Any = None
     try:
-        with _sigterm_as_interrupt():
+        with sigterm_as_interrupt():
             from kebab_mlflow.tracking import DEFAULT_EXPERIMENT, Tracker
 
             experiment = experiment or spec.experiment or DEFAULT_EXPERIMENT
