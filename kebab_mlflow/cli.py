@@ -118,14 +118,14 @@ def run(
 ) -> None:
     """Run the golden set through a pipeline and record the eval as one MLflow run."""
     from kebab_mlflow.config import parse_overrides
-    from kebab_mlflow.console import QueryProgress, err, metrics_table
+    from kebab_mlflow.console import ProgressBar, err, metrics_table
     from kebab_mlflow.evaluation import RunOptions, execute
     from kebab_mlflow.report import HEADLINE
 
     options = RunOptions(str(golden), str(corpus), preset, k, parse_overrides(set_ or []),
                          experiment, tracking_uri, run_name, seed, fail_fast, target,
                          concurrency)
-    result = execute(options, progress=QueryProgress(), on_status=lambda s: err.print(f"… {s}"))
+    result = execute(options, progress=ProgressBar(), on_status=lambda s: err.print(f"… {s}"))
     if as_json:
         typer.echo(json.dumps({"run_id": result.run_id, "experiment_id": result.experiment_id,
                                "status": result.status, "metrics": result.metrics,

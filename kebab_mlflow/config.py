@@ -22,12 +22,12 @@ DEFAULTS: dict[str, Any] = {
     "top_k": None,  # cap on the hits a search returns; None = as many as asked for
     "chunker": {"mode": "structure", "max_chars": 800, "overlap_chars": 100},
     "bm25": {"k1": 0.9, "b": 0.4},
-    "dense": {"model": "all-MiniLM-L6-v2", "batch_size": 32},
+    "dense": {"model": "all-MiniLM-L6-v2", "batch_size": 32, "max_seq_length": None},
     "hybrid": {"rrf_k": 60, "depth": 100},
     "answer": {"context_k": 3, "max_sentences": 1, "refuse_below": 0.5, "calibrate": True},
 }
 # keys whose default is None but which take this type
-NULLABLE_TYPES: dict[str, type] = {"top_k": int}
+NULLABLE_TYPES: dict[str, type] = {"top_k": int, "dense.max_seq_length": int}
 
 PRESETS: dict[str, tuple[str, dict[str, Any]]] = {
     "naive_baseline": ("BM25 over structure-aware chunks, extractive answers", {}),

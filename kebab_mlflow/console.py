@@ -21,28 +21,33 @@ out = Console()
 
 
 class RateColumn(TextColumn):
-    def __init__(self) -> None:
+    """Average items per second since the start (steadier than rich's windowed speed)."""
+
+    def __init__(self, unit: str) -> None:
         super().__init__("")
+        self.unit = unit
 
     def render(self, task):  # noqa: D401 - rich API
         from rich.text import Text
 
-        speed = task.finished_speed or task.speed
-        return Text(f"{speed:,.1f} q/s" if speed else "… q/s", style="cyan")
+        elapsed = task.finished_time if task.finished else task.elapsed
+        speed = task.completed / elapsed if elapsed and task.completed else None
+        return Text(f"{speed:,.1f} {self.unit}/s" if speed else f"… {self.unit}/s", style="cyan")
 
 
-class QueryProgress:
-    """The runner's progress hook: a rich bar on stderr with queries/s and ETA."""
+class ProgressBar:
+    """A rich bar on stderr with the rate and ETA; the runner and the embedder call
+    ``start(total)``, ``advance(task, n)``, ``stop()``."""
 
-    def __init__(self, label: str = "queries", enabled: bool = True):
+    def __init__(self, label: str = "queries", unit: str = "q", enabled: bool = True):
         self.progress = Progress(TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(),
-                                 RateColumn(), TimeElapsedColumn(), TextColumn("ETA"),
+                                 RateColumn(unit), TimeElapsedColumn(), TextColumn("ETA"),
                                  TimeRemainingColumn(), console=err, disable=not enabled,
                                  transient=False)
 
     def start(self, total: int):
         self.progress.start()
-        return self.progress.add_task("run", total=total)
+        return self.progress.add_task("work", total=total)
 
     def advance(self, task, n: int) -> None:
         self.progress.advance(task, n)

@@ -194,57 +194,16 @@ def encode(model: Any, texts: Sequence[str], batch_size: int) -> np.ndarray:
     return np.ascontiguousarray(vectors, dtype=np.float32)
 
 
-def _chunk_rate_column():
-    from rich.progress import ProgressColumn
-    from rich.text import Text
-
-    class ChunkRate(ProgressColumn):
-        def render(self, task):  # noqa: D401 - rich API
-            elapsed = task.finished_time if task.finished else task.elapsed
-            speed = task.completed / elapsed if elapsed and task.completed else None
-            return Text(f"{speed:,.1f} chunks/s" if speed else "… chunks/s", style="cyan")
-
-    return ChunkRate()
-
-
-class EmbedProgress:
-    """A rich progress bar on stderr for corpus embedding (chunks/s and ETA)."""
-
-    def __init__(self, label: str = "embedding chunks"):
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-
-        from kebab_mlflow.console import err
-
-        self.progress = Progress(TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(),
-                                 _chunk_rate_column(),
-                                 TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-                                 console=err, transient=False)
-
-    def start(self, total: int):
-        self.progress.start()
-        return self.progress.add_task("embed", total=total)
-
-    def advance(self, task, n: int) -> None:
-        self.progress.advance(task, n)
-
-    def stop(self) -> None:
-        self.progress.stop()
-
-
 def embed_corpus(model: Any, texts: Sequence[str], batch_size: int,
                  progress: Any = None) -> np.ndarray:
     """Embed ``texts`` longest first (less padding per batch), with a progress bar."""
     dim = _dimension(model)
     out = np.zeros((len(texts), dim), dtype=np.float32)
     order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
-    progress = progress if progress is not None else EmbedProgress()
+    if progress is None:
+        from kebab_mlflow.console import ProgressBar
+
+        progress = ProgressBar("embedding chunks", unit="chunks")
     task = progress.start(len(texts))
     try:
         step = batch_size * ENCODE_SLICE
