@@ -28,6 +28,7 @@ the store and experiment are created first, so workers never race to create them
 from __future__ import annotations
 
 import csv
+import dataclasses
 import hashlib
 import importlib
 import io
@@ -55,7 +56,7 @@ DEFAULT_GAUGE_DOC = ("hit_at_10_doc", "mrr_doc", "ndcg_at_10_doc")
 DEFAULT_RESAMPLES = 2000
 TOP_LEVEL_KEYS = {"name", "description", "experiment", "golden", "corpus", "k", "set",
                   "primary", "floors", "ceiling", "gauge_metrics", "resamples", "seed", "rows"}
-ROW_KEYS = {"name", "preset", "k", "set"}
+ROW_KEYS = {"name", "preset", "k", "set", "target", "concurrency"}
 ROW_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,100}$")
 ROW_TAG = "kebab.sweep_row"
 SWEEP_KIND = "sweep"
@@ -73,6 +74,8 @@ class SweepRow:
     k: int
     role: str  # primary | floor | ceiling | variant
     location: str = ""
+    target: str | None = None  # evaluate another system (python:, http://, cmd:) in this row
+    concurrency: int = 1
 
 
 @dataclass(frozen=True)
@@ -223,8 +226,7 @@ def _build(data: dict, node: Any, source: str, base: Path, sha256: str) -> Sweep
     if len(set(floors)) != len(floors):
         problems.append(Problem("'floors' lists a row twice", where("floors")))
     roles = {primary: "primary", ceiling: "ceiling", **{f: "floor" for f in floors}}
-    rows = [SweepRow(r.name, r.preset, r.overrides, r.k, roles.get(r.name, "variant"),
-                     r.location) for r in rows]
+    rows = [dataclasses.replace(r, role=roles.get(r.name, "variant")) for r in rows]
 
     golden_set = None
     if golden is not None:
@@ -288,7 +290,14 @@ def _rows(items: Any, node: Any, source: str, shared: Mapping[str, Any], default
         except ConfigError as exc:
             problems.extend(exc.problems or [Problem(f"row {name}: {exc.summary}", loc)])
             continue
-        rows.append(SweepRow(name, preset, overrides, k, "variant", loc))
+        target, concurrency = item.get("target"), item.get("concurrency", 1)
+        if target is not None and not (isinstance(target, str) and target.strip()):
+            problems.append(Problem(f"row {name}: 'target' must be a target spec string "
+                                    "(python:..., http://..., cmd:...)", loc))
+        if not _is_int(concurrency) or concurrency < 1:
+            problems.append(Problem(f"row {name}: 'concurrency' must be an integer >= 1", loc))
+            concurrency = 1
+        rows.append(SweepRow(name, preset, overrides, k, "variant", loc, target, concurrency))
     return rows
 
 
@@ -413,6 +422,7 @@ def row_options(spec: SweepSpec, row: SweepRow, experiment: str, uri: str,
     return RunOptions(golden=spec.golden, corpus=spec.corpus, preset=row.preset, k=row.k,
                       overrides=dict(row.overrides), experiment=experiment, tracking_uri=uri,
                       run_name=row.name, seed=spec.seed, parent_run_id=parent_run_id,
+                      target=row.target, concurrency=row.concurrency,
                       extra_tags={ROW_TAG: row.name, "kebab.sweep_role": row.role})
 
 

@@ -338,3 +338,27 @@ def test_resume_refuses_a_changed_sweep_file_or_a_non_sweep_run(tmp_path, store_
         run_sweep(spec, tracking_uri=store_uri, resume=eval_run)
     assert SweepError.exit_code == 2
     assert len(_all_runs(store_uri)) == 2  # nothing was run
+
+
+def test_a_row_can_evaluate_a_target(tmp_path, store_uri):
+    """Issue 9: `target:` in a sweep row runs that system instead of the reference pipeline."""
+    target = f"python:{FIXTURES / 'targets' / 'python_target.py'}:TinyPipeline"
+    path = _sweep_file(tmp_path, SMALL.replace(
+        "  - {name: bm25, preset: naive_baseline}\n",
+        f"  - {{name: bm25, preset: naive_baseline}}\n"
+        f"  - {{name: tiny, target: '{target}', concurrency: 2}}\n"))
+    assert load_sweep(path).row("tiny").target == target
+    res = runner.invoke(app, ["sweep", str(path), "--tracking-uri", store_uri, "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    tiny = _client(store_uri).get_run(out["rows"]["tiny"])
+    assert tiny.info.status == "FINISHED"
+    assert tiny.data.params["backend"] == "target" and tiny.data.params["target"] == target
+    bad = _sweep_file(tmp_path, SMALL.replace(
+        "  - {name: bm25, preset: naive_baseline}\n",
+        "  - {name: bm25, preset: naive_baseline}\n  - {name: t, target: 3, concurrency: 0}\n"),
+        name="bad.yaml")
+    with pytest.raises(SweepError) as info:
+        load_sweep(bad)
+    assert "row t: 'target' must be a target spec string" in str(info.value)
+    assert "row t: 'concurrency' must be an integer >= 1" in str(info.value)
