@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -287,9 +288,9 @@ def base_versions(versions: VersionSnapshot | Mapping[str, str]) -> dict[str, st
     suffix of ``prompt_template_version`` (a calibrated run uses the calibrator fitted with
     calibration off)."""
     v = dict(versions.as_dict() if isinstance(versions, VersionSnapshot) else versions)
-    prompt = v.get("prompt_template_version", "")
-    if prompt.endswith(CALIBRATED_SUFFIX):
-        v["prompt_template_version"] = prompt[: -len(CALIBRATED_SUFFIX)]
+    # "-calibrated" from the config, or "-calibrated-<key>" once a calibrator is loaded
+    v["prompt_template_version"] = re.sub(rf"{CALIBRATED_SUFFIX}(-[0-9a-f]+)?$", "",
+                                          v.get("prompt_template_version", ""))
     return v
 
 

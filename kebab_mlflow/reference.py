@@ -8,6 +8,7 @@ the corpus digest and the versions; a second run with the same inputs loads it.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -65,6 +66,15 @@ class ReferencePipeline:
         self.answer_config = AnswererConfig(an["context_k"], an["max_sentences"],
                                             an["refuse_below"])
         self.calibrator = _load_calibrator(folder, self._versions) if an["calibrate"] else None
+        if an["calibrate"]:
+            # say whether a calibrator is in use, and which: without one, confidences are raw
+            from kebab_mlflow.calibration import base_versions, calibrator_key
+
+            prompt = base_versions(self._versions)["prompt_template_version"]
+            if self.calibrator is not None:
+                prompt += f"-calibrated-{calibrator_key(self._versions)[:8]}"
+            self._versions = dataclasses.replace(self._versions,
+                                                 prompt_template_version=prompt)
 
     @property
     def versions(self) -> VersionSnapshot:
