@@ -480,7 +480,8 @@ def run_sweep(spec: SweepSpec, *, experiment: str | None = None,
         raise InputError(f"--jobs must be >= 1, got {jobs}")
     t0 = time.perf_counter()
     # workers start first: they import mlflow while this process opens the store
-    pool = _start_pool(min(jobs, len(spec.rows))) if jobs > 1 and len(spec.rows) > 1 else None
+    # jobs − 1 worker processes: this process runs rows as well
+    pool = _start_pool(min(jobs, len(spec.rows)) - 1) if jobs > 1 and len(spec.rows) > 1 else None
     parent_id: str | None = None
     tracker: Any = None
     try:
@@ -603,26 +604,41 @@ def _run_rows(spec: SweepSpec, pending: Sequence[SweepRow], experiment: str, uri
             note(row, _outcome(spec, row, execute_row(options, spec.gauge_metrics)))
         return outcomes
 
-    import threading
-    from concurrent.futures import as_completed
+    from collections import deque
+    from concurrent.futures import FIRST_COMPLETED, wait
 
-    from kebab_mlflow.plots import _pyplot
+    # This process works too: it has everything imported already, while the pool's workers
+    # (jobs − 1 of them) pay their start-up once. A worker gets a new row only when it is idle,
+    # so the slow rows (sorted first) are spread over both.
+    queue = deque(sorted(pending, key=lambda r: -_cost(r)))
+    in_flight: dict[Any, SweepRow] = {}
+    on_event(f"running {len(pending)} row(s) in this process and "
+             f"{pool._max_workers} worker process(es)")
 
-    # this process only waits now: import matplotlib for the parent's charts meanwhile
-    threading.Thread(target=_pyplot, daemon=True).start()
-    ordered = sorted(pending, key=lambda r: -_cost(r))
-    futures = {pool.submit(execute_row, row_options(spec, row, experiment, uri, parent_id),
-                           spec.gauge_metrics): row for row in ordered}
-    on_event(f"running {len(pending)} row(s) in parallel processes")
-    for future in as_completed(futures):
-        row = futures[future]
-        try:
-            reply = future.result()
-        except KebabError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - e.g. a worker that died
-            reply = {"error": f"{type(exc).__name__}: {exc}", "seconds": 0.0}
-        note(row, _outcome(spec, row, reply))
+    def collect(done) -> None:
+        for future in done:
+            row = in_flight.pop(future)
+            try:
+                reply = future.result()
+            except KebabError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - e.g. a worker that died
+                reply = {"error": f"{type(exc).__name__}: {exc}", "seconds": 0.0}
+            note(row, _outcome(spec, row, reply))
+
+    while queue or in_flight:
+        while queue and len(in_flight) < pool._max_workers:
+            row = queue.popleft()
+            in_flight[pool.submit(execute_row, row_options(spec, row, experiment, uri,
+                                                           parent_id), spec.gauge_metrics)] = row
+        if queue:
+            row = queue.popleft()
+            on_event(f"row {row.name}: running here ({row.preset})")
+            note(row, _outcome(spec, row, execute_row(
+                row_options(spec, row, experiment, uri, parent_id), spec.gauge_metrics)))
+            collect([f for f in in_flight if f.done()])
+        else:
+            collect(wait(in_flight, return_when=FIRST_COMPLETED).done)
     return outcomes
 
 
