@@ -94,9 +94,6 @@ class GoldenSet:
     def __len__(self) -> int:
         return len(self.queries)
 
-    def by_id(self) -> dict[str, GoldenQuery]:
-        return {q.id: q for q in self.queries}
-
     def subset(self, ids: set[str]) -> GoldenSet:
         kept = tuple(q for q in self.queries if q.id in ids)
         return GoldenSet(self.name, kept, self.path, self.private, self.metadata_fields,

@@ -86,19 +86,6 @@ class PerQueryRow:
     latency_ms: float
     error: str | None
 
-    def first_rank(self, relevant: set[str], level: str = "chunk") -> int | None:
-        key = "chunk_id" if level == "chunk" else "doc_id"
-        seen: list[str] = []
-        for h in self.hits:
-            item = h[key]
-            if level == "doc":
-                if item in seen:
-                    continue
-                seen.append(item)
-            if item in relevant:
-                return h["rank"] if level == "chunk" else len(seen)
-        return None
-
 
 def read_per_query(path: Path) -> Iterator[PerQueryRow]:
     """Read rows back; any malformed line is a PerQueryError naming file and line."""

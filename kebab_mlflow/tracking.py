@@ -18,7 +18,6 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-import mlflow
 from mlflow.entities import DatasetInput, InputTag, Metric, Param, RunTag
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
@@ -220,6 +219,3 @@ class Tracker:
             return f"mlflow ui --backend-store-uri sqlite:///{db}"
         return f"open {describe_uri(self.uri)} in a browser"
 
-
-def mlflow_version() -> str:
-    return mlflow.__version__

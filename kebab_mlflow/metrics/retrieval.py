@@ -163,13 +163,6 @@ def hit_at_k(table: RelevanceTable, k: int) -> np.ndarray:
     return _masked((_found(table, k) > 0).astype(float), table)
 
 
-def first_relevant_rank(table: RelevanceTable) -> np.ndarray:
-    """1-based rank of the first relevant item; 0 when none within the depth."""
-    relevant = table.gains > 0
-    found = relevant.any(axis=1)
-    return np.where(found, relevant.argmax(axis=1) + 1, 0)
-
-
 def mrr(table: RelevanceTable, cutoff: int = MRR_CUTOFF) -> np.ndarray:
     """1 / rank of the first relevant item if that rank <= cutoff, else 0."""
     _check_depth(table, cutoff)
