@@ -35,6 +35,36 @@ def store_uri(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"
 
 
+def mlflow_client(uri: str):
+    """A test's own MlflowClient, to check what a command stored (mlflow imported lazily)."""
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri=uri)
+
+
+def runs_in(uri: str, experiment: str = "kebab-eval") -> list:
+    """Every run of the experiment, or [] when it does not exist."""
+    client = mlflow_client(uri)
+    exp = client.get_experiment_by_name(experiment)
+    return [] if exp is None else client.search_runs([exp.experiment_id])
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """A throwaway PostgreSQL cluster, shared by the tests of this session."""
+    from tests import servers
+
+    return servers.shared_postgres()
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """An MLflow server whose backend store is that PostgreSQL cluster."""
+    from tests import servers
+
+    return servers.shared_pg_server()
+
+
 def write(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)

@@ -9,25 +9,13 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from typer.testing import CliRunner
 
 from kebab_mlflow.cli import app
-from tests import servers
 from tests.conftest import GOLDEN, KB
 from tests.test_server import check_sweep, experiment_name, run_cli, run_json, small_sweep
 
 runner = CliRunner()
-
-
-@pytest.fixture(scope="session")
-def postgres():
-    return servers.shared_postgres()
-
-
-@pytest.fixture(scope="session")
-def pg_server():
-    return servers.shared_pg_server()
 
 
 def test_backend_store_is_postgresql(pg_server, postgres):

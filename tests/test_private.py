@@ -11,27 +11,15 @@ import json
 import sqlite3
 from pathlib import Path
 
-import pytest
 import yaml
 from typer.testing import CliRunner
 
 from kebab_mlflow.cli import app
 from kebab_mlflow.evaluation import RunOptions, execute
 from kebab_mlflow.per_query import read_per_query
-from tests import servers
 from tests.conftest import GOLDEN, KB, write
 
 runner = CliRunner()
-
-
-@pytest.fixture(scope="session")
-def postgres():
-    return servers.shared_postgres()
-
-
-@pytest.fixture(scope="session")
-def pg_server():
-    return servers.shared_pg_server()
 SECRET_DESCRIPTION = "kz-description-secret-4471 internal review set"
 
 

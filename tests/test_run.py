@@ -16,21 +16,9 @@ from typer.testing import CliRunner
 from kebab_mlflow.cli import app
 from kebab_mlflow.evaluation import RunOptions, execute
 from kebab_mlflow.per_query import file_digest, read_per_query
-from tests.conftest import GOLDEN, KB, ROOT, write
+from tests.conftest import GOLDEN, KB, ROOT, mlflow_client, runs_in, write
 
 runner = CliRunner()
-
-
-def _client(uri: str):
-    from mlflow.tracking import MlflowClient
-
-    return MlflowClient(tracking_uri=uri)
-
-
-def _runs(uri: str, experiment: str = "kebab-eval"):
-    client = _client(uri)
-    exp = client.get_experiment_by_name(experiment)
-    return [] if exp is None else client.search_runs([exp.experiment_id])
 
 
 def _options(store_uri: str, **kw) -> RunOptions:
@@ -39,7 +27,7 @@ def _options(store_uri: str, **kw) -> RunOptions:
 
 def test_run_logs_params_metrics_artifacts_tags_and_dataset(store_uri, tmp_path):
     result = execute(_options(store_uri, run_name="first"))
-    run = _client(store_uri).get_run(result.run_id)
+    run = mlflow_client(store_uri).get_run(result.run_id)
     assert run.info.status == "FINISHED"
     params = run.data.params
     for key in ("parser_version", "chunker_version", "embedding_version", "index_version",
@@ -56,14 +44,14 @@ def test_run_logs_params_metrics_artifacts_tags_and_dataset(store_uri, tmp_path)
     assert tags["kebab.kind"] == "eval"
     assert len(tags["kebab.golden_sha256"]) == 64 and len(tags["kebab.config_sha256"]) == 64
     assert "hit_at_5" in tags["mlflow.note.content"]
-    names = {a.path for a in _client(store_uri).list_artifacts(result.run_id)}
+    names = {a.path for a in mlflow_client(store_uri).list_artifacts(result.run_id)}
     assert {"per_query.jsonl", "aggregate.json", "report.md", "metric_vs_k.png"} <= names
-    local = Path(_client(store_uri).download_artifacts(result.run_id, "per_query.jsonl",
+    local = Path(mlflow_client(store_uri).download_artifacts(result.run_id, "per_query.jsonl",
                                                        str(tmp_path)))
     assert file_digest(local) == tags["kebab.per_query_sha256"]
     rows = list(read_per_query(local))
     assert [r.id for r in rows][:3] == ["g001", "g002", "g003"] and len(rows) == 43
-    agg = json.loads(Path(_client(store_uri).download_artifacts(
+    agg = json.loads(Path(mlflow_client(store_uri).download_artifacts(
         result.run_id, "aggregate.json", str(tmp_path))).read_text())
     assert agg["overall"]["hit_at_5"] == result.aggregate["overall"]["hit_at_5"]
     inputs = run.inputs.dataset_inputs
@@ -75,7 +63,9 @@ def test_dataset_digest_changes_when_a_query_changes(store_uri, tmp_path):
     first = execute(_options(store_uri))
     changed = write(tmp_path / "g.yaml", text.replace("g001", "g001x", 1))
     second = execute(RunOptions(golden=str(changed), corpus=str(KB), tracking_uri=store_uri))
-    digest = lambda rid: _client(store_uri).get_run(rid).inputs.dataset_inputs[0].dataset.digest  # noqa: E731
+    def digest(run_id: str) -> str:
+        return mlflow_client(store_uri).get_run(run_id).inputs.dataset_inputs[0].dataset.digest
+
     assert digest(first.run_id) != digest(second.run_id)
 
 
@@ -98,7 +88,7 @@ def test_bad_input_exits_2_and_creates_no_run(store_uri, args, message):
                               "--tracking-uri", store_uri, *args])
     assert res.exit_code == 2, res.output
     assert message in res.output
-    assert _runs(store_uri) == []
+    assert runs_in(store_uri) == []
 
 
 def test_bad_golden_set_and_missing_ids_create_no_run(store_uri, tmp_path):
@@ -112,7 +102,7 @@ def test_bad_golden_set_and_missing_ids_create_no_run(store_uri, tmp_path):
                               "--tracking-uri", store_uri])
     assert res.exit_code == 2
     assert "2 expected chunk id(s) not in the index: aa#1, zz#9" in res.output
-    assert _runs(store_uri) == []
+    assert runs_in(store_uri) == []
 
 
 def test_json_output_is_one_object(store_uri):
@@ -193,14 +183,14 @@ def test_sigterm_ends_the_run_killed(store_uri, tmp_path):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 60
     while time.time() < deadline:
-        if _runs(store_uri):
+        if runs_in(store_uri):
             break
         time.sleep(0.3)
     time.sleep(1.0)
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
-    runs = _runs(store_uri)
+    runs = runs_in(store_uri)
     assert [r.info.status for r in runs] == ["KILLED"]
     assert "KILLED" in err
 
@@ -213,7 +203,7 @@ def test_four_processes_on_a_brand_new_store(tmp_path):
                               text=True) for _ in range(4)]
     outs = [p.communicate(timeout=240) for p in procs]
     assert [p.returncode for p in procs] == [0, 0, 0, 0], [e[-500:] for _, e in outs]
-    runs = _runs(uri)
+    runs = runs_in(uri)
     assert len(runs) == 4 and {r.info.status for r in runs} == {"FINISHED"}
 
 

@@ -14,21 +14,9 @@ from typer.testing import CliRunner
 from kebab_mlflow.cli import app
 from kebab_mlflow.errors import ConfigError
 from kebab_mlflow.sweep import SweepError, load_sweep
-from tests.conftest import FIXTURES, GOLDEN, KB, write
+from tests.conftest import FIXTURES, GOLDEN, KB, mlflow_client, runs_in, write
 
 runner = CliRunner()
-
-
-def _client(uri: str):
-    from mlflow.tracking import MlflowClient
-
-    return MlflowClient(tracking_uri=uri)
-
-
-def _all_runs(uri: str, experiment: str = "kebab-eval"):
-    client = _client(uri)
-    exp = client.get_experiment_by_name(experiment)
-    return [] if exp is None else client.search_runs([exp.experiment_id])
 
 
 def _sweep_file(tmp_path: Path, body: str, name: str = "sweep.yaml") -> Path:
@@ -195,7 +183,7 @@ def test_single_chunk_floor_returns_one_hit_the_bm25_top_hit():
 
 
 def _children(uri: str, parent_id: str):
-    return [r for r in _all_runs(uri) if r.data.tags.get("mlflow.parentRunId") == parent_id]
+    return [r for r in runs_in(uri) if r.data.tags.get("mlflow.parentRunId") == parent_id]
 
 
 def test_full_sweep_parent_children_tags_gauge_and_json(tmp_path, store_uri):
@@ -212,7 +200,7 @@ def test_full_sweep_parent_children_tags_gauge_and_json(tmp_path, store_uri):
         assert set(block["floors"]) == {"random_retrieval", "single_chunk"}
     assert out["failed_rows"] == {} and out["status"] == "FINISHED"
 
-    client = _client(store_uri)
+    client = mlflow_client(store_uri)
     parent = client.get_run(out["parent_run_id"])
     assert parent.info.status == "FINISHED"
     assert parent.data.tags["kebab.kind"] == "sweep"
@@ -282,7 +270,7 @@ rows:
     assert block["floors"]["whole_docs"]["signal_state"] == "n/a"
     assert block["floors"]["whole_docs"]["gap"] is None
     assert block["signal_state"] == "n/a"  # a floor is missing
-    parent = _client(store_uri).get_run(out["parent_run_id"])
+    parent = mlflow_client(store_uri).get_run(out["parent_run_id"])
     assert parent.info.status == "FAILED"
     assert parent.data.tags["kebab.failed_rows"] == "whole_docs"
     assert parent.data.tags["kebab.signal_state"] == "n/a"
@@ -313,7 +301,7 @@ def test_resume_reruns_only_the_killed_row(tmp_path, store_uri):
     children = _children(store_uri, parent_id)
     assert len(children) == 5
     assert {c.info.status for c in children if c.info.run_id == killed} == {"KILLED"}
-    assert _client(store_uri).get_run(parent_id).info.status == "FINISHED"
+    assert mlflow_client(store_uri).get_run(parent_id).info.status == "FINISHED"
 
     # nothing left to do: a second resume re-runs nothing
     again = runner.invoke(app, ["sweep", str(path), "--tracking-uri", store_uri, "--json",
@@ -337,7 +325,7 @@ def test_resume_refuses_a_changed_sweep_file_or_a_non_sweep_run(tmp_path, store_
     with pytest.raises(SweepError, match="is not a sweep parent \\(kind 'eval'\\)"):
         run_sweep(spec, tracking_uri=store_uri, resume=eval_run)
     assert SweepError.exit_code == 2
-    assert len(_all_runs(store_uri)) == 2  # nothing was run
+    assert len(runs_in(store_uri)) == 2  # nothing was run
 
 
 def test_a_row_can_evaluate_a_target(tmp_path, store_uri):
@@ -351,7 +339,7 @@ def test_a_row_can_evaluate_a_target(tmp_path, store_uri):
     res = runner.invoke(app, ["sweep", str(path), "--tracking-uri", store_uri, "--json"])
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
-    tiny = _client(store_uri).get_run(out["rows"]["tiny"])
+    tiny = mlflow_client(store_uri).get_run(out["rows"]["tiny"])
     assert tiny.info.status == "FINISHED"
     assert tiny.data.params["backend"] == "target" and tiny.data.params["target"] == target
     bad = _sweep_file(tmp_path, SMALL.replace(
