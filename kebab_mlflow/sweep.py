@@ -537,7 +537,7 @@ WORKER_PRELOAD = ["kebab_mlflow.evaluation", "kebab_mlflow.tracking", "kebab_mlf
 
 
 def _warm_worker() -> None:
-    """Import what every row needs (the fork server has most of it already)."""
+    """Import what every row needs, once, before workers fork (or in a spawned worker)."""
     for name in WORKER_PRELOAD:
         importlib.import_module(name)
     from kebab_mlflow.plots import _pyplot
@@ -549,17 +549,23 @@ def _start_pool(workers: int) -> Any:
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    # not plain fork: a forked child would share this process's open store connections. The
-    # fork server is a clean single-threaded process that imports the heavy modules once.
+    # Fork: a worker starts with everything this process has imported (a clean fork server
+    # or spawned process would import MLflow, matplotlib, scikit-learn again, which costs more
+    # than a cheap row), so import it all here first. The worker drops the inherited store
+    # connections before its first row.
     try:
-        context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(WORKER_PRELOAD)
-    except ValueError:  # no fork server on this platform
-        context = multiprocessing.get_context("spawn")
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
-    for _ in range(workers):
-        pool.submit(_warm_worker)
-    return pool
+        context = multiprocessing.get_context("fork")
+        initializer = _forget_inherited_connections
+        _warm_worker()
+    except ValueError:  # no fork on this platform
+        context, initializer = multiprocessing.get_context("spawn"), _warm_worker
+    return ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=initializer)
+
+
+def _forget_inherited_connections() -> None:
+    from kebab_mlflow.tracking import forget_inherited_connections
+
+    forget_inherited_connections()
 
 
 def _stop_pool(pool: Any, terminate: bool = False) -> None:

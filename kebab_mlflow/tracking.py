@@ -219,3 +219,17 @@ class Tracker:
             return f"mlflow ui --backend-store-uri sqlite:///{db}"
         return f"open {describe_uri(self.uri)} in a browser"
 
+
+def forget_inherited_connections() -> None:
+    """In a process forked from one that already talked to the store: drop the inherited
+    SQLAlchemy engines without closing the parent's connections (SQLAlchemy's advice for fork)
+    and MLflow's cached stores, so this process opens connections of its own. Relies on
+    MLflow 3.17 internals; pinned in pyproject.toml."""
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+    from mlflow.tracking._tracking_service.registry import TrackingStoreRegistry
+
+    engines = getattr(SqlAlchemyStore, "_engine_map", {})
+    for engine in engines.values():
+        engine.dispose(close=False)
+    engines.clear()
+    TrackingStoreRegistry._get_store_with_resolved_uri.cache_clear()
