@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from common import emit  # noqa: E402 - bench/ is the script's folder
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT.parent / "shared" / "datasets" / "scifact"
@@ -177,11 +178,7 @@ def main(argv: list[str] | None = None) -> int:
                 measure("hybrid", "hybrid", test)]
         sweep_lines = sweep(golden("train", Path(tmp)).queries, test) if args.sweep else []
     lines = render(rows) + ([""] + sweep_lines if sweep_lines else [])
-    text = "\n".join(lines)
-    print(text)
-    out = ROOT / "bench" / "results" / "bench_backends.txt"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text + "\n")
+    emit("bench_backends", "\n".join(lines))
     return 0
 
 

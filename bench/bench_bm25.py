@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from common import emit  # noqa: E402 - bench/ is the script's folder
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT.parent / "shared" / "datasets" / "scifact"
@@ -137,11 +138,7 @@ def main() -> int:
         f"|nDCG@10 diff| <= 0.01 -> "
         f"{'met' if abs(ours_ndcg - theirs_ndcg) <= 0.01 else 'NOT met'}",
     ]
-    text = "\n".join(lines)
-    print(text)
-    out = ROOT / "bench" / "results" / "bench_bm25.txt"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text + "\n")
+    emit("bench_bm25", "\n".join(lines))
     return 0
 
 

@@ -29,6 +29,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from common import emit  # noqa: E402 - bench/ is the script's folder
+
 from kebab_mlflow.golden import GoldenQuery, GoldenSet  # noqa: E402
 from kebab_mlflow.runner import run_queries  # noqa: E402
 from kebab_mlflow.targets import load_target  # noqa: E402
@@ -120,11 +122,7 @@ def main() -> None:
         "Queries go to the target in the runner's batches of 64, so 64 is the most that can "
         "be in flight.",
     ]
-    text = "\n".join(lines)
-    print(text)
-    out = ROOT / "bench" / "results" / "bench_http_target.txt"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text + "\n")
+    emit("bench_http_target", "\n".join(lines))
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from common import emit  # noqa: E402 - bench/ is the script's folder
 
 ROOT = Path(__file__).resolve().parent.parent
 SEED, DEPTH, N_DOCS, CUTOFFS = 20240601, 100, 1_000_000, (1, 3, 5, 10, 100)
@@ -143,11 +144,7 @@ def main() -> int:
         f"{'met' if t_codes + t_metrics < 1 else 'NOT met'}; lists table + metrics "
         f"{'met' if t_lists + t_metrics < 1 else 'NOT met'}",
     ]
-    text = "\n".join(lines)
-    print(text)
-    out = ROOT / "bench" / "results" / "bench_metrics.txt"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(text + "\n")
+    emit("bench_metrics", "\n".join(lines))
     return 0 if same_table and worst < 1e-9 else 1
 
 

@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
+from common import emit  # noqa: E402 - bench/ is the script's folder
 
 XQUAD = ROOT.parent / "shared" / "datasets" / "xquad_en"
 OVERRIDES = {"chunker.mode": "document"}
@@ -150,11 +151,7 @@ def main() -> None:
         f"answering: {np.mean([r['ms_per_query'] for r in rows]):.2f} ms/query "
         f"(search + answer + scoring); wall {wall:.0f} s",
     ]
-    text = "\n".join(lines)
-    print(text)
-    results = ROOT / "bench" / "results"
-    results.mkdir(parents=True, exist_ok=True)
-    (results / "bench_xquad.txt").write_text(text + "\n")
+    emit("bench_xquad", "\n".join(lines))
 
 
 if __name__ == "__main__":

@@ -184,11 +184,8 @@ class Comparison:
 def load_pair(tracker: Any, experiment: str, baseline_ref: str, candidate_ref: str,
               workdir: Path | None = None) -> tuple[RunSide, RunSide]:
     """Resolve both references, refuse unfinished runs, download and read ``per_query.jsonl``."""
-    import os
-
     from kebab_mlflow.runs import resolve_run
 
-    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # keep stderr clean
     runs = [resolve_run(tracker, experiment, ref) for ref in (baseline_ref, candidate_ref)]
     problems = [Problem(f"run {r.info.run_id} ({r.info.run_name}) is {r.info.status}; only "
                         "FINISHED runs can be compared", role)

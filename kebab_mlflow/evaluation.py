@@ -153,11 +153,11 @@ def execute(options: RunOptions, *, progress: Any = None,
             if progress:
                 progress.stop()
     except KeyboardInterrupt:
-        _end_quietly(tracker, run_id, "KILLED")
+        tracker.end_run_quietly(run_id, "KILLED")
         shutil.rmtree(workdir, ignore_errors=True)
         raise RunInterrupted(f"interrupted: run {run_id} ended as KILLED") from None
     except BaseException:
-        _end_quietly(tracker, run_id, "FAILED")
+        tracker.end_run_quietly(run_id, "FAILED")
         shutil.rmtree(workdir, ignore_errors=True)
         raise
     title = options.run_name or f"{options.preset} on {prepared.golden.name}"
@@ -179,7 +179,7 @@ def execute(options: RunOptions, *, progress: Any = None,
         with sigterm_as_interrupt():
             publish(tracker, workdir)
     except KeyboardInterrupt:
-        _end_quietly(tracker, run_id, "KILLED")
+        tracker.end_run_quietly(run_id, "KILLED")
         raise RunInterrupted(f"interrupted while publishing: run {run_id} ended as KILLED; "
                              f"results kept in {keep_for_recovery(workdir)}") from None
     except KebabError:
@@ -248,11 +248,5 @@ def keep_for_recovery(workdir: Path) -> Path:
     shutil.move(str(workdir), target)
     return target.resolve()
 
-
-def _end_quietly(tracker: Any, run_id: str, status: str) -> None:
-    try:
-        tracker.end_run(run_id, status)
-    except Exception:  # noqa: BLE001 - the store may be the thing that failed
-        pass
 
 

@@ -8,7 +8,7 @@ is collected with its ``file:line`` and query id and raised as one :class:`Golde
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,11 +16,10 @@ from typing import Any
 import yaml
 
 from kebab_mlflow.errors import GoldenSetError, Problem
+from kebab_mlflow.yaml_source import child, location, parse
 
 DEFAULT_METADATA_FIELDS = ("agency", "project", "budget", "deadline")
 QUERY_TYPES = ("single_doc", "comparison", "follow_up", "abstention")
-# libyaml's safe loader when present (several times faster on 1,000s of queries), else PyYAML's
-_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 TOP_LEVEL_KEYS = {"name", "private", "metadata_fields", "case_insensitive", "description",
                   "queries"}
 
@@ -100,6 +99,11 @@ class GoldenSet:
                          self.description, self.digest)
 
 
+# (source, sha256 of the bytes) -> golden set: a sweep validates the file and then loads it once
+# per row in the same process; parsing thousands of queries once is enough.
+_PARSED: dict[tuple[str, str], GoldenSet] = {}
+
+
 def load_golden_set(path: str | Path) -> GoldenSet:
     """Read and validate a golden-set file; raise one GoldenSetError listing every problem."""
     path = Path(path)
@@ -107,47 +111,23 @@ def load_golden_set(path: str | Path) -> GoldenSet:
         raw = path.read_bytes()
     except OSError as exc:
         raise GoldenSetError(f"cannot read golden set {path}: {exc.strerror}") from None
-    return parse_golden_set(raw, str(path))
+    key = (str(path), hashlib.sha256(raw).hexdigest())
+    if key not in _PARSED:
+        if len(_PARSED) >= 8:
+            _PARSED.clear()
+        _PARSED[key] = parse_golden_set(raw, str(path))
+    return _PARSED[key]
 
 
 def parse_golden_set(raw: bytes, source: str) -> GoldenSet:
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise GoldenSetError("golden set is not UTF-8",
-                             [Problem(f"byte {exc.start}: {exc.reason}", source)]) from None
-    try:
-        node = yaml.compose(text, Loader=_SAFE_LOADER)
-        data = yaml.load(text, Loader=_SAFE_LOADER)  # noqa: S506 - a safe loader
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{source}:{mark.line + 1}" if mark else source
-        msg = str(getattr(exc, "problem", None) or exc).splitlines()[0]
-        raise GoldenSetError("golden set is not valid YAML", [Problem(msg, where)]) from None
+    data, node = parse(raw, source, GoldenSetError, "golden set")
     return _build(data, node, source, hashlib.sha256(raw).hexdigest())
 
 
-class _Lines:
-    """Line numbers of YAML nodes, found by walking the composed node tree alongside data."""
-
-    def __init__(self, source: str):
-        self.source = source
-
-    def at(self, node: Any) -> str:
-        line = node.start_mark.line + 1 if node is not None else 0
-        return f"{self.source}:{line}" if line else self.source
-
-
-def _mapping_child(node: Any, key: str) -> Any:
-    if isinstance(node, yaml.MappingNode):
-        for k, v in node.value:
-            if getattr(k, "value", None) == key:
-                return v
-    return None
-
-
 def _build(data: Any, node: Any, source: str, digest: str) -> GoldenSet:
-    lines = _Lines(source)
+    def at(node: Any) -> str:
+        return location(source, node)
+
     problems: list[Problem] = []
     name = Path(source).stem
     private = False
@@ -160,30 +140,30 @@ def _build(data: Any, node: Any, source: str, digest: str) -> GoldenSet:
         for key in sorted(set(map(str, data)) - TOP_LEVEL_KEYS):
             problems.append(Problem(f"unknown top-level key {key!r} (known: "
                                     f"{', '.join(sorted(TOP_LEVEL_KEYS))})",
-                                    lines.at(_mapping_child(node, key))))
-        name = _top(data, "name", str, name, problems, lines, node)
-        private = _top(data, "private", bool, False, problems, lines, node)
-        case_insensitive = _top(data, "case_insensitive", bool, False, problems, lines, node)
-        description = _top(data, "description", str, "", problems, lines, node)
+                                    at(child(node, key))))
+        name = _top(data, "name", str, name, problems, at, node)
+        private = _top(data, "private", bool, False, problems, at, node)
+        case_insensitive = _top(data, "case_insensitive", bool, False, problems, at, node)
+        description = _top(data, "description", str, "", problems, at, node)
         mf = data.get("metadata_fields", list(DEFAULT_METADATA_FIELDS))
         if isinstance(mf, list) and all(isinstance(x, str) for x in mf):
             metadata_fields = tuple(mf)
         else:
             problems.append(Problem("metadata_fields must be a list of strings",
-                                    lines.at(_mapping_child(node, "metadata_fields"))))
+                                    at(child(node, "metadata_fields"))))
         queries = data.get("queries")
-        queries_node = _mapping_child(node, "queries")
+        queries_node = child(node, "queries")
         if queries is None:
-            problems.append(Problem("missing required top-level key 'queries'", lines.at(node)))
+            problems.append(Problem("missing required top-level key 'queries'", at(node)))
             queries = []
     elif isinstance(data, list):
         queries = data
     else:
         raise GoldenSetError("invalid golden set", [Problem(
-            "top level must be a mapping with 'queries' or a list of queries", lines.at(node))])
+            "top level must be a mapping with 'queries' or a list of queries", at(node))])
 
     if not isinstance(queries, list):
-        problems.append(Problem("'queries' must be a list", lines.at(queries_node)))
+        problems.append(Problem("'queries' must be a list", at(queries_node)))
         queries = []
     item_nodes = queries_node.value if isinstance(queries_node, yaml.SequenceNode) else []
 
@@ -191,14 +171,14 @@ def _build(data: Any, node: Any, source: str, digest: str) -> GoldenSet:
     identities: list[_Identity] = []
     for i, item in enumerate(queries):
         item_node = item_nodes[i] if i < len(item_nodes) else None
-        q = _parse_query(item, item_node, i, lines, problems, metadata_fields, case_insensitive)
+        q = _parse_query(item, item_node, i, at, problems, metadata_fields, case_insensitive)
         if q is not None:
             parsed.append(q)
         identity = _identity(item, item_node)
         if identity is not None:
             identities.append(identity)
     if not queries and not problems:
-        problems.append(Problem("the golden set has no queries", lines.at(node)))
+        problems.append(Problem("the golden set has no queries", at(node)))
     # cross-query checks see every query with an id, also those with problems of their own,
     # so a duplicate id is reported together with the rest
     problems += _cross_query_problems(identities, source)
@@ -207,18 +187,19 @@ def _build(data: Any, node: Any, source: str, digest: str) -> GoldenSet:
     return GoldenSet(name, tuple(parsed), source, private, metadata_fields, description, digest)
 
 
-def _top(data: dict, key: str, typ: type, default: Any, problems, lines, node) -> Any:
+def _top(data: dict, key: str, typ: type, default: Any, problems, at, node) -> Any:
     value = data.get(key, default)
     if value is None or not isinstance(value, typ):
         problems.append(Problem(f"'{key}' must be {typ.__name__}",
-                                lines.at(_mapping_child(node, key))))
+                                at(child(node, key))))
         return default
     return value
 
 
-def _parse_query(item: Any, node: Any, index: int, lines: _Lines, problems: list[Problem],
-                 metadata_fields: tuple[str, ...], file_ci: bool) -> GoldenQuery | None:
-    where = lines.at(node)
+def _parse_query(item: Any, node: Any, index: int, at: Callable[[Any], str],
+                 problems: list[Problem], metadata_fields: tuple[str, ...],
+                 file_ci: bool) -> GoldenQuery | None:
+    where = at(node)
     if not isinstance(item, dict):
         problems.append(Problem(f"query #{index + 1} must be a mapping", where))
         return None
@@ -227,7 +208,7 @@ def _parse_query(item: Any, node: Any, index: int, lines: _Lines, problems: list
     before = len(problems)
 
     def bad(message: str, key: str | None = None) -> None:
-        loc = lines.at(_mapping_child(node, key)) if key else where
+        loc = at(child(node, key)) if key else where
         problems.append(Problem(message, loc, qid_str))
 
     for key in sorted(set(map(str, item)) - set(QUERY_FIELDS)):

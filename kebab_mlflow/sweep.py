@@ -34,7 +34,6 @@ import importlib
 import io
 import json
 import math
-import os
 import re
 import shutil
 import tempfile
@@ -49,6 +48,7 @@ import yaml
 
 from kebab_mlflow.errors import ConfigError, InputError, KebabError, Problem
 from kebab_mlflow.interrupts import sigterm_as_interrupt
+from kebab_mlflow.yaml_source import child, location, parse
 
 DEFAULT_FLOORS = ("random_retrieval", "single_chunk")
 DEFAULT_GAUGE_CHUNK = ("hit_at_5", "mrr", "ndcg_at_10_doc")
@@ -105,18 +105,6 @@ class SweepSpec:
 # --------------------------------------------------------------------------- loading
 
 
-def _child(node: Any, key: str) -> Any:
-    if isinstance(node, yaml.MappingNode):
-        for k, v in node.value:
-            if getattr(k, "value", None) == key:
-                return v
-    return None
-
-
-def _at(source: str, node: Any) -> str:
-    return f"{source}:{node.start_mark.line + 1}" if node is not None else source
-
-
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -130,20 +118,10 @@ def load_sweep(path: str | Path) -> SweepSpec:
     except OSError as exc:
         raise SweepError(f"cannot read sweep file {path}: {exc.strerror}") from None
     source = str(path)
-    try:
-        text = raw.decode("utf-8")
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.load(text, Loader=yaml.SafeLoader)  # noqa: S506 - SafeLoader
-    except UnicodeDecodeError as exc:
-        raise SweepError("sweep file is not UTF-8", [Problem(exc.reason, source)]) from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{source}:{mark.line + 1}" if mark else source
-        msg = str(getattr(exc, "problem", None) or exc).splitlines()[0]
-        raise SweepError("sweep file is not valid YAML", [Problem(msg, where)]) from None
+    data, node = parse(raw, source, SweepError, "sweep file")
     if not isinstance(data, dict):
         raise SweepError(f"invalid sweep file {source}", [Problem(
-            "top level must be a mapping with 'rows'", _at(source, node))])
+            "top level must be a mapping with 'rows'", location(source, node))])
     return _build(data, node, source, path.parent, hashlib.sha256(raw).hexdigest())
 
 
@@ -153,7 +131,7 @@ def _build(data: dict, node: Any, source: str, base: Path, sha256: str) -> Sweep
     problems: list[Problem] = []
 
     def where(key: str) -> str:
-        return _at(source, _child(node, key) or node)
+        return location(source, child(node, key) or node)
 
     def typed(key: str, check: Callable[[Any], bool], what: str, default: Any) -> Any:
         value = data.get(key, default)
@@ -194,7 +172,7 @@ def _build(data: dict, node: Any, source: str, base: Path, sha256: str) -> Sweep
         problems.append(Problem("'floors' must name at least one row: a gauge without a floor "
                                 "measures nothing", where("floors")))
 
-    rows = _rows(data.get("rows"), _child(node, "rows"), source, shared, k, problems,
+    rows = _rows(data.get("rows"), child(node, "rows"), source, shared, k, problems,
                  where("rows"))
     names = [r.name for r in rows]
     # floors/ceiling that name a preset but no row get an implicit row of that preset
@@ -257,7 +235,7 @@ def _rows(items: Any, node: Any, source: str, shared: Mapping[str, Any], default
     seen: dict[str, str] = {}
     for i, item in enumerate(items):
         item_node = item_nodes[i] if i < len(item_nodes) else None
-        loc = _at(source, item_node)
+        loc = location(source, item_node)
         if not isinstance(item, dict):
             problems.append(Problem(f"row #{i + 1} must be a mapping", loc))
             continue
@@ -506,14 +484,14 @@ def run_sweep(spec: SweepSpec, *, experiment: str | None = None,
         _stop_pool(pool, terminate=True)
         if parent_id is None:
             raise RunInterrupted("interrupted before the sweep started") from None
-        _end_quietly(tracker, parent_id, "KILLED")
+        tracker.end_run_quietly(parent_id, "KILLED")
         _kill_running_children(tracker, parent_id)
         raise RunInterrupted(f"interrupted: sweep {parent_id} ended as KILLED; finish it with "
                              f"`kebab-mlflow sweep {spec.path} --resume {parent_id}`") from None
     except BaseException:
         _stop_pool(pool, terminate=True)
         if parent_id is not None:
-            _end_quietly(tracker, parent_id, "FAILED")
+            tracker.end_run_quietly(parent_id, "FAILED")
         raise
     _stop_pool(pool)
     rows = {r.name: (done.get(r.name) or outcomes[r.name]) for r in spec.rows}
@@ -648,12 +626,6 @@ def _run_rows(spec: SweepSpec, pending: Sequence[SweepRow], experiment: str, uri
     return outcomes
 
 
-def _end_quietly(tracker: Any, run_id: str, status: str) -> None:
-    try:
-        tracker.end_run(run_id, status)
-    except Exception:  # noqa: BLE001 - the store may be the thing that failed
-        pass
-
 
 def _kill_running_children(tracker: Any, parent_id: str) -> None:
     """A row interrupted outside its query loop may be left RUNNING: end it KILLED."""
@@ -698,7 +670,6 @@ def _resume_state(tracker: Any, spec: SweepSpec, experiment: str, ref: str
     from kebab_mlflow.per_query import read_per_query
     from kebab_mlflow.runs import resolve_run
 
-    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     parent = resolve_run(tracker, experiment, ref)
     parent_id = parent.info.run_id
     tags = parent.data.tags

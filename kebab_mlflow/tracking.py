@@ -186,6 +186,13 @@ class Tracker:
     def end_run(self, run_id: str, status: str = "FINISHED") -> None:
         self.client.set_terminated(run_id, status)
 
+    def end_run_quietly(self, run_id: str, status: str) -> None:
+        """End a run on the way out of a failure; the store may be the thing that failed."""
+        try:
+            self.end_run(run_id, status)
+        except Exception:  # noqa: BLE001
+            pass
+
     def set_tags(self, run_id: str, tags: Mapping[str, str]) -> None:
         self.log_batch(run_id, tags=tags)
 
