@@ -8,7 +8,9 @@ so both settings load the same cached indexes. Runs alternate (1, 2, 1, 2, ...) 
 load hits both alike; the table reports each run and the ratio of the medians. The last run's
 gauge is printed too (the README's SciFact figures).
 
-    .venv/bin/python bench/bench_sweep.py [--repeats 2]
+    .venv/bin/python bench/bench_sweep.py [--repeats 2] [--cold]
+
+``--cold`` empties the index cache before every sweep instead (a first sweep over a new corpus).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -52,6 +55,9 @@ def cli() -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--cold", action="store_true",
+                        help="empty the index cache before every sweep (a first sweep over a "
+                             "new corpus: each BM25 row builds its index)")
     args = parser.parse_args()
 
     from kebab_mlflow.config import build_config
@@ -78,6 +84,8 @@ def main() -> None:
     loads: list[float] = []
     for _ in range(args.repeats):
         for jobs in (1, 2):
+            if args.cold:
+                shutil.rmtree(work / "cache", ignore_errors=True)
             t0 = time.perf_counter()
             proc = subprocess.run([*cli(), "sweep", str(sweep_file), "--jobs", str(jobs),
                                    "--tracking-uri", uri, "--json"], env=env, cwd=work,
@@ -93,7 +101,9 @@ def main() -> None:
     med = {j: statistics.median(t) for j, t in timings.items()}
     lines = [f"five-row SciFact sweep ({len(spec.query_ids)} test queries, rows: "
              f"{', '.join(r.name for r in spec.rows)}), {os.cpu_count()} CPUs, "
-             f"{args.repeats} alternating repeat(s), warm index cache, whole CLI process; "
+             f"{args.repeats} alternating repeat(s), "
+             f"{'index cache emptied before each sweep' if args.cold else 'warm index cache'}, "
+             "whole CLI process; "
              f"1-minute load average during the runs {min(loads):.1f}-{max(loads):.1f} "
              "(other work on the machine)",
              "",
@@ -109,7 +119,7 @@ def main() -> None:
     text = "\n".join(lines) + "\n"
     print(text)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(text)
+    (RESULTS.with_name("bench_sweep_cold.txt") if args.cold else RESULTS).write_text(text)
 
 
 if __name__ == "__main__":

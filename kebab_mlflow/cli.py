@@ -8,6 +8,7 @@ happen inside the commands that need them, so ``--help`` is instant.
 from __future__ import annotations
 
 import functools
+import gc
 import json
 import sys
 from pathlib import Path
@@ -58,7 +59,14 @@ Experiment = Annotated[str, typer.Option("--experiment", help="MLflow experiment
 
 
 def main() -> None:
-    app()  # click maps usage errors to exit 2 itself
+    try:
+        app()  # click maps usage errors to exit 2 itself; always ends in SystemExit
+    finally:
+        # A command leaves ~350k objects behind (MLflow, pandas, the corpus) and the
+        # interpreter's collections at exit walk them all: ~0.7 s after the work is done.
+        # Frozen objects are skipped; reference counting still frees them, atexit handlers
+        # still run, and the memory goes back to the OS either way.
+        gc.freeze()
 
 
 @app.command()

@@ -3,8 +3,10 @@ Snowball English stems (PyStemmer, the C Snowball stemmer)."""
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from functools import lru_cache
+from pathlib import Path
 
 TOKEN_RE = re.compile(r"(?u)\b\w\w+\b")
 SENTENCE_RE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
@@ -19,9 +21,22 @@ def _stemmer():
 
 @lru_cache(maxsize=1)
 def stop_words() -> frozenset[str]:
-    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+    """scikit-learn's English stop words (318, from the Glasgow IR group), read from the data
+    module that holds them: importing it the usual way runs ``sklearn/__init__``, which loads
+    SciPy and costs about 1 s on every search process, for a constant. Falls back to the usual
+    import if a scikit-learn release moves the module."""
+    try:
+        package = importlib.util.find_spec("sklearn")  # finds the package, does not run it
+        path = Path(package.submodule_search_locations[0], "feature_extraction",
+                    "_stop_words.py")
+        spec = importlib.util.spec_from_file_location("_kebab_stop_words", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return frozenset(module.ENGLISH_STOP_WORDS)
+    except (AttributeError, OSError, TypeError):
+        from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-    return frozenset(ENGLISH_STOP_WORDS)
+        return frozenset(ENGLISH_STOP_WORDS)
 
 
 def tokenize(text: str, *, stem: bool = True, remove_stop_words: bool = True) -> list[str]:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
 from kebab_mlflow.backends import top_k_indices, top_k_positions
 from kebab_mlflow.backends.lexical import BM25Index
-from kebab_mlflow.text import split_sentences, tokenize
+from kebab_mlflow.text import split_sentences, stop_words, tokenize
 
 DOCS = [
     "The tram extension budget is large.",
@@ -103,3 +105,14 @@ def test_top_k_agrees_with_a_full_sort_on_random_ties():
         k = int(rng.integers(1, 35))
         expected = sorted(range(30), key=lambda i: (-scores[i], i))[:k]
         assert top_k_indices(scores, k).tolist() == expected
+
+
+def test_stop_words_are_scikit_learns_read_without_importing_scikit_learn():
+    probe = ("import sys; from kebab_mlflow.text import stop_words; words = stop_words(); "
+             "print(len(words), 'sklearn' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=True)
+    assert proc.stdout.split() == ["318", "False"]
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    assert stop_words() == frozenset(ENGLISH_STOP_WORDS)
