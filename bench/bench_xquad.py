@@ -7,9 +7,10 @@ For each seed: `import-squad` (split by article; 10% of each split's paragraphs 
 questions are abstention cases), the reference pipeline (BM25, chunker.mode=document, default
 answerer gate 0.5) with calibration off, a calibrator fitted on train (isotonic and Platt), and
 the test split run through `runner.run_queries` with each calibrator attached. The baseline row
-is the answerer's previous confidence (raw = best sentence's evidence share, refusal = 1 − it),
-computed from the same runs. Seed 0 is the headline; the other seeds show the spread (the
-split by article moves ECE by about ±0.015 on ~600 test questions). No MLflow.
+is the previous answerer (extractive-v1: unweighted share of the query's terms, no carry-over or
+answer type; raw = best − runner-up/2, refusal = 1 − unweighted coverage), re-run on the same
+hits with its own answers, uncalibrated. Seed 0 is the headline; the other seeds show the spread
+(the split by article moves ECE by about ±0.015 on ~600 test questions). No MLflow.
 """
 
 from __future__ import annotations
@@ -58,22 +59,47 @@ def run_split(pipeline, golden_path: Path, calibrator=None):
     return golden, outcome, [answers[q.id] for q in golden.queries], seconds
 
 
-def baseline_block(golden, outcome, answers, hits_of):
-    """The previous answerer's confidence: best sentence share (refusal: 1 − share)."""
-    from kebab_mlflow.answerer import rank_sentences
-    from kebab_mlflow.calibration import calibration_block, response_correct
+def previous_answer(query: str, hits, gate: float = 0.5):
+    """extractive-v1: (answer text or None when refused, raw confidence)."""
+    from kebab_mlflow.answerer import _SENTENCE_END
+    from kebab_mlflow.text import split_sentences, tokenize
 
-    conf, correct = [], []
-    for q, a, ca in zip(golden.queries, answers, outcome.scores["contains_all"], strict=True):
-        ranked = rank_sentences(q.query, hits_of[q.id], 3)
-        share = ranked[0].share if ranked else 0.0
-        conf.append(1.0 - share if a.refused else share)
-        correct.append(response_correct(q, a, ca))
-    return calibration_block(np.array(conf), np.array(correct))
+    terms = set(tokenize(query))
+    scored = {}
+    for h in hits[:3]:
+        for i, s in enumerate(split_sentences(h.text)):
+            if terms and _SENTENCE_END.search(s) and s not in scored:
+                scored[s] = (-len(terms & set(tokenize(s))) / len(terms), h.rank, i)
+    ranked = sorted(scored, key=scored.get)
+    best = -scored[ranked[0]][0] if ranked else 0.0
+    if not ranked or best < gate:
+        cover = max((len(terms & set(tokenize(h.text))) / len(terms) for h in hits[:3]),
+                    default=0.0) if terms else 0.0
+        return None, cover
+    runner_up = -scored[ranked[1]][0] if len(ranked) > 1 else 0.0
+    return ranked[0], min(max(best - runner_up / 2, 0.0), 1.0)
+
+
+def baseline_block(golden, hits_of):
+    """The previous answerer's calibration (uncalibrated) and contains_all on these hits."""
+    from kebab_mlflow.calibration import calibration_block, response_correct
+    from kebab_mlflow.metrics.answers import contains_all
+    from kebab_mlflow.pipeline import Answer
+
+    conf, correct, ca = [], [], []
+    for q in golden.queries:
+        text, raw = previous_answer(q.query, hits_of[q.id])
+        a = Answer(text or "", (), "refused" if text is None else None)
+        score = contains_all(q, a)
+        conf.append(1.0 - raw if text is None else raw)
+        correct.append(response_correct(q, a, score))
+        ca.append(score)
+    return {**calibration_block(np.array(conf), np.array(correct)),
+            "contains_all": float(np.nanmean(ca))}
 
 
 def one_seed(seed: int, abstain_share: float, work: Path) -> dict:
-    from kebab_mlflow.calibration import fit_on_golden_set
+    from kebab_mlflow.calibration import calibration_pairs, fit_on_golden_set
     from kebab_mlflow.config import build_config
     from kebab_mlflow.reference import build_pipeline
     from kebab_mlflow.squad import import_squad
@@ -85,7 +111,7 @@ def one_seed(seed: int, abstain_share: float, work: Path) -> dict:
                               s.corpus)
     fits = {m: fit_on_golden_set(train, s.corpus, overrides=OVERRIDES, method=m, save=False)
             for m in ("isotonic", "platt")}
-    golden, raw_run, answers, seconds = run_split(pipeline, test)
+    golden, raw_run, _, seconds = run_split(pipeline, test)
     hits = dict(zip([q.id for q in golden.queries],
                     pipeline.search_batch([q.query for q in golden.queries], 10), strict=True))
     agg = raw_run.aggregate
@@ -95,14 +121,19 @@ def one_seed(seed: int, abstain_share: float, work: Path) -> dict:
         "contains_all_answerable": agg["by_query_type"]["single_doc"]["contains_all"],
         "refusal_accuracy": agg["abstention_outcomes"]["correct_refusal_share"],
         "hit_at_1": agg["overall"]["hit_at_1"],
-        "baseline": baseline_block(golden, raw_run, answers, hits),
+        "baseline": baseline_block(golden, hits),
         "raw": agg["abstention_calibration"], "ms_per_query": 1000 * seconds / len(golden),
     }
     for method, fit in fits.items():
-        _, run, _, _ = run_split(pipeline, test, fit.calibrator)
+        _, run, answers, _ = run_split(pipeline, test, fit.calibrator)
         assert run.aggregate["abstention_calibration_raw"] == row["raw"]
         row[method] = run.aggregate["abstention_calibration"]
         row[f"{method}_train"] = fit.after
+        conf, correct = calibration_pairs(golden.queries, answers, run.scores["contains_all"])
+        row[f"{method}_mean_confidence"], row["test_accuracy"] = conf.mean(), correct.mean()
+    train_golden, train_run, train_answers, _ = run_split(pipeline, train)
+    row["train_accuracy"] = calibration_pairs(train_golden.queries, train_answers,
+                                              train_run.scores["contains_all"])[1].mean()
     return row
 
 
@@ -130,8 +161,8 @@ def main() -> None:
         f"{'confidence':34s} {'ECE':>7s} {'Brier':>7s}   {'ECE/raw':>7s} "
         f"| {'ECE mean':>8s} {'ECE max':>7s} {'Brier mean':>10s}  over {len(rows)} seeds",
     ]
-    for key, label in (("baseline", "previous answerer (best share)"),
-                       ("raw", "raw (share − runner-up/2, coverage)"),
+    for key, label in (("baseline", "previous answerer (v1), raw"),
+                       ("raw", "this answerer (v2), raw"),
                        ("isotonic", "isotonic, fitted on train"),
                        ("platt", "Platt, fitted on train")):
         e = np.array([r[key]["ece"] for r in rows])
@@ -140,14 +171,20 @@ def main() -> None:
         lines.append(f"  {label:32s} {head[key]['ece']:7.4f} {head[key]['brier']:7.4f}   "
                      f"{ratio:7.2f} | {e.mean():8.4f} {e.max():7.4f} {b.mean():10.4f}")
     ca = np.array([r["contains_all"] for r in rows])
+    ca_prev = np.array([r["baseline"]["contains_all"] for r in rows])
     ra = np.array([r["refusal_accuracy"] for r in rows])
     lines += [
         "",
         f"over {len(rows)} seeds: contains_all {ca.mean():.4f} (min {ca.min():.4f}), refusal "
-        f"accuracy {ra.mean():.4f} (min {ra.min():.4f})",
+        f"accuracy {ra.mean():.4f} (min {ra.min():.4f}); previous answerer contains_all "
+        f"{ca_prev.mean():.4f} (seed 0: {head['baseline']['contains_all']:.4f})",
         "per seed (ECE raw → isotonic / Platt): " + ", ".join(
             f"{r['seed']}: {r['raw']['ece']:.3f}→{r['isotonic']['ece']:.3f}/"
             f"{r['platt']['ece']:.3f}" for r in rows),
+        "share of right responses, train → test, and Platt's mean test confidence; "
+        "ECE >= |mean confidence − test share| (one bin's gap can only grow when split): "
+        + ", ".join(f"{r['seed']}: {r['train_accuracy']:.3f}→{r['test_accuracy']:.3f} "
+                    f"(conf {r['platt_mean_confidence']:.3f})" for r in rows),
         f"answering: {np.mean([r['ms_per_query'] for r in rows]):.2f} ms/query "
         f"(search + answer + scoring); wall {wall:.0f} s",
     ]

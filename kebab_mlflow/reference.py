@@ -11,9 +11,11 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import shutil
 import tempfile
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -48,7 +50,7 @@ def versions_for(config: Mapping[str, Any], embedding_id: str = "") -> VersionSn
     }[backend]
     if config.get("top_k") is not None:
         index += f"-top{config['top_k']}"
-    prompt = (f"extractive-v1-ctx{an['context_k']}-sent{an['max_sentences']}"
+    prompt = (f"extractive-v2-ctx{an['context_k']}-sent{an['max_sentences']}"
               f"-gate{an['refuse_below']}" + ("-calibrated" if an["calibrate"] else ""))
     return VersionSnapshot(PARSER_VERSION, chunker, embedding, index, prompt)
 
@@ -66,6 +68,7 @@ class ReferencePipeline:
         self.answer_config = AnswererConfig(an["context_k"], an["max_sentences"],
                                             an["refuse_below"])
         self.calibrator = _load_calibrator(folder, self._versions) if an["calibrate"] else None
+        self._df: dict[str, int] | None = None  # chunk frequency per term, on first ask
         if an["calibrate"]:
             # say whether a calibrator is in use, and which: without one, confidences are raw
             from kebab_mlflow.calibration import base_versions, calibrator_key
@@ -98,7 +101,15 @@ class ReferencePipeline:
                 for ranked in self.backend.search_batch(queries, depth)]
 
     def ask(self, query: str, hits: Sequence[Hit]) -> Answer:
-        return extractive_answer(query, hits, self.answer_config, self.calibrator)
+        return extractive_answer(query, hits, self.answer_config, self.calibrator, self.idf)
+
+    def idf(self, term: str) -> float:
+        """BM25's idf of a (stemmed) term over the chunks, for the answerer's term weights."""
+        if self._df is None:
+            self._df = _document_frequencies(self.backend, self.chunks)
+        n = len(self.chunks)
+        df = self._df.get(term, 0)
+        return math.log1p((n - df + 0.5) / (df + 0.5))
 
     def _hit(self, index: int, score: float, rank: int) -> Hit:
         chunk = self.chunks[index]
@@ -200,6 +211,23 @@ def _lexical(config: Mapping[str, Any], chunks: list[Chunk], folder: Path):
     with atomic_folder(sub) as tmp:
         index.save(tmp)
     return index
+
+
+def _document_frequencies(backend: Any, chunks: Sequence[Chunk]) -> dict[str, int]:
+    """Number of chunks holding each term: read off a BM25 index (one stored weight per
+    (term, chunk)) when the backend has one, else counted over the chunks."""
+    import numpy as np
+
+    from kebab_mlflow.backends.lexical import BM25Index
+
+    lexical = next((b for b in (backend, *getattr(backend, "backends", ()))
+                    if isinstance(b, BM25Index)), None)
+    if lexical is not None:
+        counts = np.diff(lexical.weights.indptr)
+        return {t: int(counts[i]) for t, i in lexical.vocabulary.items()}
+    from kebab_mlflow.text import tokenize
+
+    return dict(Counter(t for c in chunks for t in set(tokenize(c.text))))
 
 
 def _load_calibrator(folder: Path, versions: VersionSnapshot | None = None):

@@ -11,16 +11,26 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from kebab_mlflow.answerer import AnswererConfig, coverage, extractive_answer, rank_sentences
+from kebab_mlflow.answerer import (
+    AnswererConfig,
+    answer_type,
+    coverage,
+    extractive_answer,
+    has_answer_token,
+    rank_sentences,
+)
 from kebab_mlflow.chunker import ChunkerConfig, chunk_corpus
 from kebab_mlflow.cli import app
+from kebab_mlflow.config import build_config
 from kebab_mlflow.corpus import load_corpus
 from kebab_mlflow.golden import GoldenQuery, GoldenSet, load_golden_set, parse_golden_set
 from kebab_mlflow.metrics.answers import answer_scores, citation_validity, contains_all, grounded
 from kebab_mlflow.pipeline import Answer, Hit
+from kebab_mlflow.reference import _document_frequencies, build_pipeline
 from kebab_mlflow.runner import build_aggregate
 from kebab_mlflow.squad import import_squad
-from tests.conftest import SHARED, write
+from kebab_mlflow.text import tokenize
+from tests.conftest import KB, SHARED, write
 
 runner = CliRunner()
 
@@ -124,16 +134,19 @@ CFG = AnswererConfig(context_k=3, max_sentences=1, refuse_below=0.5)
 
 def test_answer_quotes_the_best_sentence_and_cites_its_chunk():
     a = extractive_answer("What is the budget of the Bayline Tram Extension?", HITS, CFG)
-    # query tokens: budget, bayline, tram, extens -> the first sentence holds all 4 (share 1);
-    # the runner-up (ferry sentence) holds 1 of 4: raw = 1 - 0.25 / 2
+    # query tokens: budget, bayline, tram, extens (unit weights) -> the first sentence holds
+    # all 4 (score 1); the runner-up is "The tram is green." : tram 1/4, plus carry-over 0.3 x
+    # budget 1/4 from the ferry sentence before it = 0.325 (the ferry sentence: 1/4);
+    # raw = 1 - 0.325 / 2
     assert a.text == "The Bayline Tram Extension has a budget of 48.5 million euros."
     assert a.citations == ("harbor#2",) and a.refusal_reason is None
-    assert a.raw_confidence == pytest.approx(0.875) and a.confidence == a.raw_confidence
+    assert a.raw_confidence == pytest.approx(0.8375) and a.confidence == a.raw_confidence
 
 
 def test_refusal_confidence_is_one_minus_the_context_coverage():
     a = extractive_answer("Who is the mayor of Saltmarsh harbor budget?", HITS, CFG)
-    # tokens: mayor, saltmarsh, harbor, budget: the best sentence has 1/4 -> refused;
+    # tokens: mayor, saltmarsh, harbor, budget: the best sentence has 1/4, and "who" adds
+    # 0.2 x 3/4 for the name "Bayline" in it: 0.4 < 0.5 -> refused;
     # the best chunk covers budget only (harbor is the doc id, not in the text): 1/4
     assert a.refused and a.text == "" and a.citations == ()
     assert a.raw_confidence == pytest.approx(0.25) and a.confidence == pytest.approx(0.75)
@@ -164,8 +177,69 @@ def test_a_calibrator_maps_the_raw_confidence():
 
     a = extractive_answer("What is the budget of the Bayline Tram Extension?", HITS, CFG,
                           calibrator)
-    assert a.confidence == 0.42 and a.raw_confidence == pytest.approx(0.875)
-    assert seen == [(pytest.approx(0.875), False)]
+    assert a.confidence == 0.42 and a.raw_confidence == pytest.approx(0.8375)
+    assert seen == [(pytest.approx(0.8375), False)]
+
+
+def test_rare_query_terms_weigh_more_with_idf():
+    hits = (Hit("b#0", "b", 2.0, 1, "The colour of the old bridge is grey."),
+            Hit("b#1", "b", 1.0, 2, "The Nordvik bridge is red."))
+    q = "What is the colour of the Nordvik bridge?"  # colour, nordvik, bridg
+
+    def weight(t: str) -> float:  # nordvik is rare; the others weigh 1
+        return 4.0 if t == "nordvik" else 1.0
+
+    # unweighted both sentences hold 2 of 3 terms: the better-ranked hit wins, raw 2/3 - 1/3
+    plain = extractive_answer(q, hits, CFG)
+    assert plain.text == "The colour of the old bridge is grey."
+    assert plain.raw_confidence == pytest.approx(1 / 3)
+    # weighted: nordvik + bridg = 5 of 6 against colour + bridg = 2 of 6; raw 5/6 - (2/6)/2
+    a = extractive_answer(q, hits, CFG, idf=weight)
+    assert a.text == "The Nordvik bridge is red." and a.citations == ("b#1",)
+    assert a.raw_confidence == pytest.approx(4 / 6)
+    assert coverage(q, hits, 3, weight) == pytest.approx(5 / 6)
+    assert coverage(q, hits, 3) == pytest.approx(2 / 3)
+
+
+def test_a_sentence_carries_over_query_terms_of_the_one_before_within_a_hit():
+    hits = (Hit("n#0", "n", 2.0, 1, "Nordvik has a bridge. It is painted red every spring."),
+            Hit("n#1", "n", 1.0, 2, "The bridge was painted in 1990."))
+    ranked = rank_sentences("What colour is the Nordvik bridge painted?", hits, 3)
+    # colour, nordvik, bridg, paint: "Nordvik has a bridge." 2/4; "It is painted ..." paint
+    # 1/4 + 0.3 x (nordvik, bridg) 2/4 = 0.4; hit 2's sentence 2/4, nothing carried across hits
+    assert [(c.sentence, c.share) for c in ranked] == [
+        ("Nordvik has a bridge.", pytest.approx(0.5)),
+        ("The bridge was painted in 1990.", pytest.approx(0.5)),
+        ("It is painted red every spring.", pytest.approx(0.4))]
+
+
+def test_a_sentence_with_the_asked_for_kind_of_token_gets_the_type_bonus():
+    hits = (Hit("s#0", "s", 2.0, 1, "The Nordvik bridge spans the fjord."),
+            Hit("s#1", "s", 1.0, 2, "The Nordvik bridge has four spans."))
+    a = extractive_answer("How many spans does the Nordvik bridge have?", hits, CFG)
+    # span, doe, nordvik, bridg: both hold 3/4; only the second has a number:
+    # 0.75 + 0.2 x 0.25 = 0.8; raw = 0.8 - 0.75 / 2
+    assert a.text == "The Nordvik bridge has four spans." and a.citations == ("s#1",)
+    assert a.raw_confidence == pytest.approx(0.425)
+    when = "When did the 1990 flood end?"
+    assert not has_answer_token(answer_type(when), when, "The 1990 flood ended.")
+    assert has_answer_token(answer_type(when), when, "It ended in May.")
+    who = "Who built the bridge?"
+    assert has_answer_token(answer_type(who), who, "The bridge was built by Anna Berg.")
+    assert not has_answer_token(answer_type(who), who, "Workers built the bridge.")
+    assert answer_type("What is the colour of the bridge?") is None
+
+
+def test_reference_pipeline_idf_is_bm25s_over_its_chunks():
+    pipeline = build_pipeline(build_config(), KB)
+    texts = [c.text for c in pipeline.chunks]
+    n = len(texts)
+    for term in ("tram", "budget", "notaword"):
+        df = sum(term in tokenize(t) for t in texts)
+        assert pipeline.idf(term) == pytest.approx(math.log(1 + (n - df + 0.5) / (df + 0.5)))
+    # the BM25 index and a plain count over the chunks agree
+    assert _document_frequencies(pipeline.backend, pipeline.chunks) == \
+        _document_frequencies(None, pipeline.chunks)
 
 
 def test_answerer_is_deterministic():
