@@ -21,9 +21,9 @@ A sweep file (YAML)::
 
 A floor or ceiling that names no row but names a preset gets an implicit row of that preset.
 Everything is validated before the store is touched; every problem is reported at once with
-its file:line. Rows run in this process (``jobs == 1``) or in ``jobs`` forked worker processes;
-the store, experiment and parent run are created before the workers fork, so workers never race
-to create them.
+its file:line. Rows run in this process (``jobs == 1``), or in it and ``jobs − 1`` forked worker
+processes; the store, experiment and parent run exist before the workers fork, so workers never
+race to create them.
 """
 
 from __future__ import annotations
@@ -458,7 +458,9 @@ def run_sweep(spec: SweepSpec, *, experiment: str | None = None,
     if jobs < 1:
         raise InputError(f"--jobs must be >= 1, got {jobs}")
     t0 = time.perf_counter()
-    pool: Any = None
+    # jobs − 1 worker processes (this process runs rows as well); they fork on the first row
+    # handed to them, after the parent run exists
+    pool = _start_pool(min(jobs, len(spec.rows)) - 1) if jobs > 1 and len(spec.rows) > 1 else None
     parent_id: str | None = None
     tracker: Any = None
     try:
@@ -477,9 +479,6 @@ def run_sweep(spec: SweepSpec, *, experiment: str | None = None,
                 tracker.log_batch(parent_id, params=_parent_params(spec))
                 on_event(f"sweep {spec.name}: parent run {parent_id}")
             pending = [r for r in spec.rows if r.name not in done]
-            if jobs > 1 and len(pending) > 1:
-                # forked only now that the store, the experiment and the parent run exist
-                pool = _start_pool(min(jobs, len(pending)))
             outcomes = _run_rows(spec, pending, experiment, tracker.uri, parent_id, pool,
                                  on_event)
     except (KeyboardInterrupt, RunInterrupted):
@@ -507,37 +506,43 @@ def run_sweep(spec: SweepSpec, *, experiment: str | None = None,
     return result
 
 
-# what every row needs; a worker imports it while this process runs its first row
-WORKER_PRELOAD = ["kebab_mlflow.evaluation", "kebab_mlflow.reference",
+# imported before the workers fork, so each starts with them loaded
+WORKER_PRELOAD = ["kebab_mlflow.evaluation", "kebab_mlflow.tracking", "kebab_mlflow.reference",
                   "kebab_mlflow.backends.lexical", "kebab_mlflow.backends.floors",
-                  "kebab_mlflow.runner", "kebab_mlflow.sweep", "scipy.sparse"]
+                  "kebab_mlflow.runner", "kebab_mlflow.plots", "kebab_mlflow.sweep",
+                  "scipy.sparse", "matplotlib.pyplot"]
 
 
-def _start_worker() -> None:
-    """A forked worker: drop the store connections inherited from this process, then import
-    what the rows need."""
-    from kebab_mlflow.plots import _pyplot
-    from kebab_mlflow.tracking import forget_inherited_connections
-
-    forget_inherited_connections()
+def _warm_worker() -> None:
+    """Import what every row needs, once, before workers fork (or in a spawned worker)."""
     for name in WORKER_PRELOAD:
         importlib.import_module(name)
+    from kebab_mlflow.plots import _pyplot
+
     _pyplot()
 
 
 def _start_pool(workers: int) -> Any:
-    """``workers`` processes, forked (on the first submit), not spawned: a worker starts with
-    MLflow imported and the golden set and corpus loaded, where a spawned one would import and
-    parse them again, which costs more than a cheap row."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
+    # Fork: a worker starts with everything this process has imported (a spawned process would
+    # import MLflow and matplotlib and parse the corpus again, which costs more than a cheap
+    # row), so import it all here first. ProcessPoolExecutor forks on the first submit; the
+    # worker drops the inherited store connections before its first row.
     try:
         context = multiprocessing.get_context("fork")
-    except ValueError:  # no fork on this platform: spawned workers import everything
-        context = multiprocessing.get_context("spawn")
-    return ProcessPoolExecutor(max_workers=workers, mp_context=context,
-                               initializer=_start_worker)
+        initializer = _forget_inherited_connections
+        _warm_worker()
+    except ValueError:  # no fork on this platform
+        context, initializer = multiprocessing.get_context("spawn"), _warm_worker
+    return ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=initializer)
+
+
+def _forget_inherited_connections() -> None:
+    from kebab_mlflow.tracking import forget_inherited_connections
+
+    forget_inherited_connections()
 
 
 def _stop_pool(pool: Any, terminate: bool = False) -> None:
@@ -582,19 +587,19 @@ def _run_rows(spec: SweepSpec, pending: Sequence[SweepRow], experiment: str, uri
             note(row, _outcome(spec, row, execute_row(options, spec.gauge_metrics)))
         return outcomes
 
+    from collections import deque
     from concurrent.futures import FIRST_COMPLETED, wait
 
-    # slowest first, so the last row to finish is a cheap one; the pool hands each row to
-    # whichever worker is idle
-    on_event(f"running {len(pending)} row(s) in {pool._max_workers} worker processes")
-    in_flight = {pool.submit(execute_row, row_options(spec, row, experiment, uri, parent_id),
-                             spec.gauge_metrics): row
-                 for row in sorted(pending, key=lambda r: -_cost(r))}
-    from kebab_mlflow.plots import _pyplot
+    # This process works too: it has everything imported already, while the pool's workers
+    # (jobs − 1 of them) pay their start-up once. A worker gets a new row only when it is idle,
+    # so the slow rows (sorted first) are spread over both.
+    queue = deque(sorted(pending, key=lambda r: -_cost(r)))
+    in_flight: dict[Any, SweepRow] = {}
+    on_event(f"running {len(pending)} row(s) in this process and "
+             f"{pool._max_workers} worker process(es)")
 
-    _pyplot()  # the gauge's charts need it; import it while the workers run the rows
-    while in_flight:
-        for future in wait(in_flight, return_when=FIRST_COMPLETED).done:
+    def collect(done) -> None:
+        for future in done:
             row = in_flight.pop(future)
             try:
                 reply = future.result()
@@ -603,6 +608,20 @@ def _run_rows(spec: SweepSpec, pending: Sequence[SweepRow], experiment: str, uri
             except Exception as exc:  # noqa: BLE001 - e.g. a worker that died
                 reply = {"error": f"{type(exc).__name__}: {exc}", "seconds": 0.0}
             note(row, _outcome(spec, row, reply))
+
+    while queue or in_flight:
+        while queue and len(in_flight) < pool._max_workers:
+            row = queue.popleft()
+            in_flight[pool.submit(execute_row, row_options(spec, row, experiment, uri,
+                                                           parent_id), spec.gauge_metrics)] = row
+        if queue:
+            row = queue.popleft()
+            on_event(f"row {row.name}: running here ({row.preset})")
+            note(row, _outcome(spec, row, execute_row(
+                row_options(spec, row, experiment, uri, parent_id), spec.gauge_metrics)))
+            collect([f for f in in_flight if f.done()])
+        else:
+            collect(wait(in_flight, return_when=FIRST_COMPLETED).done)
     return outcomes
 
 
