@@ -201,16 +201,33 @@ def _make_backend(name: str, config: Mapping[str, Any], chunks: list[Chunk], fol
 
 
 def _lexical(config: Mapping[str, Any], chunks: list[Chunk], folder: Path):
+    """The BM25 index for these k1 and b; the term counts (the costly part, tokenizing every
+    chunk) are cached once per chunk set, so each k1/b variant of a sweep only reweighs them."""
     from kebab_mlflow.backends.lexical import BM25Index
 
     bm = config["bm25"]
     sub = folder / f"bm25-k1={bm['k1']}-b={bm['b']}"
     if (sub / "bm25_weights.npz").is_file():
         return BM25Index.load(sub)
-    index = BM25Index.build([c.text for c in chunks], bm["k1"], bm["b"])
+    index = BM25Index.from_counts(*_term_counts(chunks, folder), bm["k1"], bm["b"])
     with atomic_folder(sub) as tmp:
         index.save(tmp)
     return index
+
+
+def _term_counts(chunks: list[Chunk], folder: Path):
+    import scipy.sparse as sp
+
+    from kebab_mlflow.backends.lexical import term_counts
+
+    counts, vocabulary = folder / "term_counts.npz", folder / "term_vocabulary.json"
+    if counts.is_file() and vocabulary.is_file():
+        return sp.load_npz(counts), json.loads(vocabulary.read_text())
+    tf, vocab = term_counts([c.text for c in chunks])
+    with atomic_folder(folder) as tmp:
+        sp.save_npz(tmp / counts.name, tf, compressed=False)  # a cache: speed over size
+        (tmp / vocabulary.name).write_text(json.dumps(vocab))
+    return tf, vocab
 
 
 def _document_frequencies(backend: Any, chunks: Sequence[Chunk]) -> dict[str, int]:

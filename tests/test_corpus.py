@@ -78,23 +78,31 @@ def test_beir_problems_are_reported_with_lines(tmp_path):
 
 
 def test_the_index_is_cached_and_a_second_build_loads_it(tmp_path, monkeypatch):
+    from kebab_mlflow.backends import lexical
+
     config = build_config()
     first = build_pipeline(config, KB)
-    original = BM25Index.build
+    original, original_counts = BM25Index.from_counts, lexical.term_counts
 
     def refuse(*args, **kwargs):
         raise AssertionError("the index was rebuilt instead of loaded from the cache")
 
-    monkeypatch.setattr(BM25Index, "build", refuse)
+    monkeypatch.setattr(BM25Index, "from_counts", refuse)
+    monkeypatch.setattr(lexical, "term_counts", refuse)
     second = build_pipeline(config, KB)
     assert second.folder == first.folder and str(first.folder).startswith(str(tmp_path))
     assert [c.chunk_id for c in second.chunks] == [c.chunk_id for c in first.chunks]
     query = "budget of the tram extension"
     assert second.search(query, 5) == first.search(query, 5)
-    # another BM25 setting is another index: building it is allowed again
-    monkeypatch.setattr(BM25Index, "build", original)
+    # another BM25 setting is another index, weighed from the cached term counts: the chunks
+    # are not tokenized again, and the result is what a fresh build gives
+    monkeypatch.setattr(BM25Index, "from_counts", original)  # term_counts stays refused
     other = build_pipeline(build_config(overrides={"bm25.k1": 1.5}), KB)
     assert other.folder == first.folder  # same chunks, separate bm25 sub-folder
+    monkeypatch.setattr(lexical, "term_counts", original_counts)
+    fresh = BM25Index.build([c.text for c in first.chunks], 1.5, 0.4)
+    assert (other.backend.weights != fresh.weights).nnz == 0
+    assert other.backend.vocabulary == fresh.vocabulary
     assert (first.folder / "bm25-k1=1.5-b=0.4" / "bm25_weights.npz").is_file()
 
 

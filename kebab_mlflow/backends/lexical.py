@@ -22,6 +22,15 @@ from kebab_mlflow.text import tokenize
 TOKENIZER_VERSION = "tok1-lower-sklearnstop-snowballen"
 
 
+def term_counts(texts: Sequence[str]) -> tuple[sp.csr_matrix, dict[str, int]]:
+    """(docs × terms) counts of :func:`tokenize`'s tokens, and the term → column map."""
+    from sklearn.feature_extraction.text import CountVectorizer
+
+    vectorizer = CountVectorizer(analyzer=tokenize, dtype=np.float32)
+    tf = vectorizer.fit_transform(texts).tocsr()
+    return tf, {t: int(i) for t, i in vectorizer.vocabulary_.items()}
+
+
 class BM25Index:
     def __init__(self, weights: sp.csr_matrix, vocabulary: dict[str, int]):
         self.weights = weights  # terms × docs
@@ -29,10 +38,14 @@ class BM25Index:
 
     @classmethod
     def build(cls, texts: Sequence[str], k1: float, b: float) -> BM25Index:
-        from sklearn.feature_extraction.text import CountVectorizer
+        return cls.from_counts(*term_counts(texts), k1, b)
 
-        vectorizer = CountVectorizer(analyzer=tokenize, dtype=np.float32)
-        tf = vectorizer.fit_transform(texts).tocsr().astype(np.float64)  # docs × terms
+    @classmethod
+    def from_counts(cls, tf: sp.csr_matrix, vocabulary: dict[str, int], k1: float,
+                    b: float) -> BM25Index:
+        """The weights from (docs × terms) term counts: cheap next to tokenizing, so sweeps
+        over k1 and b share one :func:`term_counts`."""
+        tf = tf.tocsr().astype(np.float64)
         n_docs = tf.shape[0]
         doc_len = np.asarray(tf.sum(axis=1)).ravel()
         avgdl = doc_len.mean() if n_docs and doc_len.mean() > 0 else 1.0
@@ -43,8 +56,7 @@ class BM25Index:
         row_norm = np.repeat(norm, np.diff(tf.indptr))
         data = tf.data * (k1 + 1) / (tf.data + row_norm) * idf[tf.indices]
         weights = sp.csr_matrix((data, tf.indices, tf.indptr), shape=tf.shape)
-        vocab = {t: int(i) for t, i in vectorizer.vocabulary_.items()}
-        return cls(weights.T.tocsr(), vocab)
+        return cls(weights.T.tocsr(), dict(vocabulary))
 
     def query_matrix(self, queries: Sequence[str]) -> sp.csr_matrix:
         """(queries × terms) term counts of the queries (out-of-vocabulary terms dropped)."""
@@ -90,7 +102,8 @@ class BM25Index:
     def save(self, folder: Path) -> None:
         import json
 
-        sp.save_npz(folder / "bm25_weights.npz", self.weights)
+        # uncompressed: 30× faster to write, 1.6× the size (SciFact: 0.17 s → 0.005 s, 5 MB)
+        sp.save_npz(folder / "bm25_weights.npz", self.weights, compressed=False)
         (folder / "bm25_vocabulary.json").write_text(json.dumps(self.vocabulary))
 
     @classmethod
