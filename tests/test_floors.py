@@ -9,9 +9,15 @@ import subprocess
 import sys
 from fractions import Fraction
 
+import numpy as np
 from conftest import KB, ROOT
 
-from kebab_mlflow.backends.floors import OracleBackend, RandomBackend, random_score
+from kebab_mlflow.backends.floors import (
+    OracleBackend,
+    RandomBackend,
+    random_score,
+    random_scores,
+)
 from kebab_mlflow.config import build_config
 from kebab_mlflow.reference import build_pipeline
 
@@ -30,6 +36,15 @@ def test_random_score_is_bit_exact():
         assert 0.0 <= score < 1.0
     assert random_score("budget", "a#0").hex() == float(
         independent_score("budget", "a#0")).hex()
+
+
+def test_all_chunk_scores_at_once_are_bit_exact():
+    ids = [f"doc-{i}/é#{i % 7}" for i in range(3000)]
+    for query in ("tram budget", "", "漢字 question?"):
+        scores = random_scores(query, [c.encode("utf-8") for c in ids])
+        assert scores.dtype == np.float64 and scores.shape == (len(ids),)
+        assert [s.hex() for s in scores.tolist()] == [
+            float(independent_score(query, c)).hex() for c in ids]
 
 
 def test_deterministic_per_query_and_chunk_and_different_across_queries():
