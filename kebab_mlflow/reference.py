@@ -15,7 +15,6 @@ import math
 import os
 import shutil
 import tempfile
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -106,7 +105,7 @@ class ReferencePipeline:
     def idf(self, term: str) -> float:
         """BM25's idf of a (stemmed) term over the chunks, for the answerer's term weights."""
         if self._df is None:
-            self._df = _document_frequencies(self.backend, self.chunks)
+            self._df = _document_frequencies(self.chunks, self.folder)
         n = len(self.chunks)
         df = self._df.get(term, 0)
         return math.log1p((n - df + 0.5) / (df + 0.5))
@@ -203,11 +202,12 @@ def _make_backend(name: str, config: Mapping[str, Any], chunks: list[Chunk], fol
 def _lexical(config: Mapping[str, Any], chunks: list[Chunk], folder: Path):
     """The BM25 index for these k1 and b; the term counts (the costly part, tokenizing every
     chunk) are cached once per chunk set, so each k1/b variant of a sweep only reweighs them."""
-    from kebab_mlflow.backends.lexical import BM25Index
+    from kebab_mlflow.backends.lexical import TOKENIZER_VERSION, BM25Index
 
     bm = config["bm25"]
-    sub = folder / f"bm25-k1={bm['k1']}-b={bm['b']}"
-    if (sub / "bm25_weights.npz").is_file():
+    sub = folder / f"bm25-{TOKENIZER_VERSION}-k1={bm['k1']}-b={bm['b']}"
+    # both files: a parallel worker may be moving them in one at a time
+    if (sub / "bm25_weights.npz").is_file() and (sub / "bm25_vocabulary.json").is_file():
         return BM25Index.load(sub)
     index = BM25Index.from_counts(*_term_counts(chunks, folder), bm["k1"], bm["b"])
     with atomic_folder(sub) as tmp:
@@ -215,12 +215,15 @@ def _lexical(config: Mapping[str, Any], chunks: list[Chunk], folder: Path):
     return index
 
 
-def _term_counts(chunks: list[Chunk], folder: Path):
+def _term_counts(chunks: Sequence[Chunk], folder: Path):
+    """(chunks × terms) counts and the term → column map, cached beside the chunk list (two
+    writers write identical files: CountVectorizer sorts its vocabulary)."""
     import scipy.sparse as sp
 
-    from kebab_mlflow.backends.lexical import term_counts
+    from kebab_mlflow.backends.lexical import TOKENIZER_VERSION, term_counts
 
-    counts, vocabulary = folder / "term_counts.npz", folder / "term_vocabulary.json"
+    counts = folder / f"term_counts-{TOKENIZER_VERSION}.npz"
+    vocabulary = folder / f"term_vocabulary-{TOKENIZER_VERSION}.json"
     if counts.is_file() and vocabulary.is_file():
         return sp.load_npz(counts), json.loads(vocabulary.read_text())
     tf, vocab = term_counts([c.text for c in chunks])
@@ -230,21 +233,13 @@ def _term_counts(chunks: list[Chunk], folder: Path):
     return tf, vocab
 
 
-def _document_frequencies(backend: Any, chunks: Sequence[Chunk]) -> dict[str, int]:
-    """Number of chunks holding each term: read off a BM25 index (one stored weight per
-    (term, chunk)) when the backend has one, else counted over the chunks."""
+def _document_frequencies(chunks: Sequence[Chunk], folder: Path) -> dict[str, int]:
+    """Number of chunks holding each term, from the cached term counts."""
     import numpy as np
 
-    from kebab_mlflow.backends.lexical import BM25Index
-
-    lexical = next((b for b in (backend, *getattr(backend, "backends", ()))
-                    if isinstance(b, BM25Index)), None)
-    if lexical is not None:
-        counts = np.diff(lexical.weights.indptr)
-        return {t: int(counts[i]) for t, i in lexical.vocabulary.items()}
-    from kebab_mlflow.text import tokenize
-
-    return dict(Counter(t for c in chunks for t in set(tokenize(c.text))))
+    tf, vocabulary = _term_counts(chunks, folder)
+    df = np.bincount(tf.tocsr().indices, minlength=len(vocabulary))
+    return {t: int(df[i]) for t, i in vocabulary.items()}
 
 
 def _load_calibrator(folder: Path, versions: VersionSnapshot | None = None):

@@ -103,7 +103,8 @@ def test_the_index_is_cached_and_a_second_build_loads_it(tmp_path, monkeypatch):
     fresh = BM25Index.build([c.text for c in first.chunks], 1.5, 0.4)
     assert (other.backend.weights != fresh.weights).nnz == 0
     assert other.backend.vocabulary == fresh.vocabulary
-    assert (first.folder / "bm25-k1=1.5-b=0.4" / "bm25_weights.npz").is_file()
+    assert (first.folder / f"bm25-{lexical.TOKENIZER_VERSION}-k1=1.5-b=0.4" /
+            "bm25_weights.npz").is_file()
 
 
 def test_a_changed_corpus_or_chunker_gets_a_new_cache_entry(tmp_path):

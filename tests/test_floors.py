@@ -10,7 +10,6 @@ import sys
 from fractions import Fraction
 
 import numpy as np
-from conftest import KB, ROOT
 
 from kebab_mlflow.backends.floors import (
     OracleBackend,
@@ -20,6 +19,7 @@ from kebab_mlflow.backends.floors import (
 )
 from kebab_mlflow.config import build_config
 from kebab_mlflow.reference import build_pipeline
+from tests.conftest import KB, ROOT
 
 
 def independent_score(query: str, chunk_id: str) -> Fraction:
