@@ -114,3 +114,17 @@ def test_a_changed_corpus_or_chunker_gets_a_new_cache_entry(tmp_path):
                           tmp_path / "kb").folder != first
     write(tmp_path / "kb" / "a.md", "# A\n\nalpha gamma")
     assert build_pipeline(build_config(), tmp_path / "kb").folder != first
+
+
+def test_a_half_moved_bm25_cache_is_rebuilt_not_read(tmp_path):
+    """A parallel sweep worker may move the weights in before the vocabulary file."""
+    from kebab_mlflow.backends import lexical
+
+    config = build_config()
+    first = build_pipeline(config, KB)
+    sub = first.folder / f"bm25-{lexical.TOKENIZER_VERSION}-k1=0.9-b=0.4"
+    (sub / "bm25_vocabulary.json").unlink()
+    again = build_pipeline(config, KB)
+    query = "budget of the tram extension"
+    assert again.search(query, 5) == first.search(query, 5)
+    assert (sub / "bm25_vocabulary.json").is_file()
