@@ -8,9 +8,10 @@ questions are abstention cases), the reference pipeline (BM25, chunker.mode=docu
 answerer gate 0.5) with calibration off, a calibrator fitted on train (isotonic and Platt), and
 the test split run through `runner.run_queries` with each calibrator attached. The baseline row
 is the previous answerer (extractive-v1: unweighted share of the query's terms, no carry-over or
-answer type; raw = best − runner-up/2, refusal = 1 − unweighted coverage), re-run on the same
-hits with its own answers, uncalibrated. Seed 0 is the headline; the other seeds show the spread
-(the split by article moves ECE by about ±0.015 on ~600 test questions). No MLflow.
+answer type; raw = best − runner-up/2, refusal = 1 − unweighted coverage; it shares today's
+sentence splitter), re-run on the same hits with its own answers, uncalibrated. Seed 0 is the
+headline; the other seeds show the spread (the split by article moves ECE by about ±0.015 on
+~600 test questions). No MLflow.
 """
 
 from __future__ import annotations
@@ -162,7 +163,7 @@ def main() -> None:
         f"| {'ECE mean':>8s} {'ECE max':>7s} {'Brier mean':>10s}  over {len(rows)} seeds",
     ]
     for key, label in (("baseline", "previous answerer (v1), raw"),
-                       ("raw", "this answerer (v2), raw"),
+                       ("raw", "this answerer (v3), raw"),
                        ("isotonic", "isotonic, fitted on train"),
                        ("platt", "Platt, fitted on train")):
         e = np.array([r[key]["ece"] for r in rows])

@@ -34,7 +34,7 @@ def cache_root() -> Path:
 def versions_for(config: Mapping[str, Any], embedding_id: str = "") -> VersionSnapshot:
     ch, bm, hy, an = config["chunker"], config["bm25"], config["hybrid"], config["answer"]
     chunker = ("document-v1" if ch["mode"] == "document"
-               else f"structure-v1-max{ch['max_chars']}-overlap{ch['overlap_chars']}")
+               else f"structure-v2-max{ch['max_chars']}-overlap{ch['overlap_chars']}")
     from kebab_mlflow.backends.lexical import TOKENIZER_VERSION
 
     bm25 = f"bm25-k1={bm['k1']}-b={bm['b']}"
@@ -49,7 +49,7 @@ def versions_for(config: Mapping[str, Any], embedding_id: str = "") -> VersionSn
     }[backend]
     if config.get("top_k") is not None:
         index += f"-top{config['top_k']}"
-    prompt = (f"extractive-v2-ctx{an['context_k']}-sent{an['max_sentences']}"
+    prompt = (f"extractive-v3-ctx{an['context_k']}-sent{an['max_sentences']}"
               f"-gate{an['refuse_below']}" + ("-calibrated" if an["calibrate"] else ""))
     return VersionSnapshot(PARSER_VERSION, chunker, embedding, index, prompt)
 

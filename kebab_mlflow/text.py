@@ -1,5 +1,15 @@
 """Tokenization shared by BM25 and the answerer: lowercase, word tokens, English stop words,
-Snowball English stems (PyStemmer, the C Snowball stemmer)."""
+Snowball English stems (PyStemmer, the C Snowball stemmer); and the sentence splitter of the
+chunker and the answerer.
+
+Sentences end at ``.``, ``!`` or ``?`` followed by whitespace and a capital, a digit or an
+opening quote or bracket, except after an initial or a common abbreviation ("Michael E. Mann",
+"U.S. Army", "Brown v. Board", "St. Johns", "Jones et al. 1998"): cutting there quotes half a
+name. The cost is the rare real sentence end after one ("… in the U.S. Then …" stays one
+sentence), a longer quote rather than a broken one. Not a library: pysbd handles these too but
+took 2.5 ms per XQuAD paragraph against 0.01 ms here (250×, and the chunker splits whole
+corpora); NLTK's Punkt needs a model download.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +20,11 @@ from pathlib import Path
 
 TOKEN_RE = re.compile(r"(?u)\b\w\w+\b")
 SENTENCE_RE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
+# the last word before a candidate boundary that keeps the sentence going
+_ABBREVIATION_RE = re.compile(
+    r"[(\"'\[]*(?:(?:[A-Z]\.)+|(?:[a-z]\.){2,}|(?:Mr|Mrs|Ms|Dr|Prof|Rev|St|Mt|Ft|Gen|Gov|Sen|Rep"
+    r"|Col|Capt|Lt|Sgt|Jr|Sr|Fr|Hon|No|Nos|Vol|Inc|Co|Corp|Ltd|Bros|Jan|Feb|Mar|Apr|Jun|Jul|Aug"
+    r"|Sep|Sept|Oct|Nov|Dec|v|vs|al|ca|cf|approx|pp|p)\.)")
 
 
 @lru_cache(maxsize=1)
@@ -48,8 +63,16 @@ def tokenize(text: str, *, stem: bool = True, remove_stop_words: bool = True) ->
 
 
 def split_sentences(text: str) -> list[str]:
+    """The sentences of ``text``; a blank line always ends one, a line break never does."""
     out = []
     for para in re.split(r"\n\s*\n", text):
         para = " ".join(line.strip() for line in para.splitlines() if line.strip())
-        out += [s.strip() for s in SENTENCE_RE.split(para) if s.strip()]
-    return out
+        start = 0
+        for boundary in SENTENCE_RE.finditer(para):
+            word_start = max(para.rfind(" ", start, boundary.start()) + 1, start)
+            last_word = para[word_start: boundary.start()]
+            if not _ABBREVIATION_RE.fullmatch(last_word):
+                out.append(para[start: boundary.start()])
+                start = boundary.end()
+        out.append(para[start:])
+    return [s.strip() for s in out if s.strip()]

@@ -87,6 +87,20 @@ def test_split_sentences():
         "One here.", "Two there!", "Three lines.", "4 starts"]
 
 
+@pytest.mark.parametrize("text", [
+    "A panel headed by Nicholas E. Golovin met.", "Ruled in Brown v. Board of Education.",
+    "The U.S. Army and the St. Johns River.", "As Jones et al. 1998 and Dr. Who said.",
+    "J. R. R. Tolkien wrote it.", "Fresno, e.g. Kearney Boulevard.",
+    "Built by M. Theo Kearney in Mar. 1900."])
+def test_an_initial_or_abbreviation_does_not_end_a_sentence(text):
+    assert split_sentences(f"{text} Next one. E. Last") == [text, "Next one.", "E. Last"]
+
+
+def test_words_that_only_end_like_an_abbreviation_still_end_a_sentence():
+    assert split_sentences("It was DNA. Then RNA. A co. Fine. To St. Ok") == [
+        "It was DNA.", "Then RNA.", "A co.", "Fine.", "To St. Ok"]
+
+
 def test_top_k_without_a_full_sort_breaks_ties_by_index():
     scores = np.array([0.5, 0.9, 0.5, 0.0, 0.9, 0.5])
     assert top_k_indices(scores, 3).tolist() == [1, 4, 0]
