@@ -109,6 +109,7 @@ def run_queries(pipeline: Any, golden: GoldenSet, depth: int, cutoffs: Sequence[
     answers: list[Answer | None] = []
     latencies: list[float] = []
     t_pipeline = t_metrics = 0.0
+    with_answers = getattr(pipeline, "answers", True) and any(q.ask for q in golden.queries)
     try:
         for start in range(0, len(golden.queries), BATCH_SIZE):
             batch = golden.queries[start:start + BATCH_SIZE]
@@ -124,8 +125,7 @@ def run_queries(pipeline: Any, golden: GoldenSet, depth: int, cutoffs: Sequence[
             failed = next((r for r in results if r.error), None)
             if fail_fast and failed:
                 raise QueryFailed(f"query {failed.query_id} raised: {failed.error}")
-            scores = score_results(batch, results, depth, cutoffs,
-                                   with_answers=getattr(pipeline, "answers", True))
+            scores = score_results(batch, results, depth, cutoffs, with_answers=with_answers)
             for i, (q, r) in enumerate(zip(batch, results, strict=True)):
                 writer.write(record(q, r, {k: v[i] for k, v in scores.items()}, golden.private))
             for name, values in scores.items():

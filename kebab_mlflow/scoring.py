@@ -50,10 +50,12 @@ def retrieval_tables(queries: Sequence[GoldenQuery], results: Sequence[QueryResu
 
 
 def score_results(queries: Sequence[GoldenQuery], results: Sequence[QueryResult],
-                  depth: int, cutoffs: Sequence[int], *, with_answers: bool = True
+                  depth: int, cutoffs: Sequence[int], *, with_answers: bool | None = None
                   ) -> dict[str, np.ndarray]:
-    """Every per-query score of a run, keyed by metric name. ``with_answers=False`` for a
-    search-only target: its missing answers are not refusals and are not scored."""
+    """Every per-query score of a run, keyed by metric name. ``with_answers``: whether the run
+    scores answers at all — False for a search-only target (its missing answers are not
+    refusals); None: when any of ``queries`` asks. A run scoring in batches decides it once
+    for the whole set, so every batch has the same keys (a query without ``ask`` scores NaN)."""
     scores: dict[str, np.ndarray] = {}
     for level, table in retrieval_tables(queries, results, depth).items():
         if depth >= MRR_CUTOFF:
@@ -63,7 +65,7 @@ def score_results(queries: Sequence[GoldenQuery], results: Sequence[QueryResult]
                 scores[retrieval_name(family, level, k)] = fn(table, k)
     scores["no_hit_rate"] = np.array([float(not r.hits and r.error is None) for r in results])
     scores["error_rate"] = np.array([float(r.error is not None) for r in results])
-    if with_answers and any(q.ask for q in queries):
+    if with_answers if with_answers is not None else any(q.ask for q in queries):
         scores.update(answer_scores(queries, [r.answer for r in results],
                                     [r.hits for r in results]))
     return scores

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -147,6 +148,31 @@ def test_a_query_that_raises_is_recorded_and_counted(tmp_path):
     assert rows[failing[0].id].error == "RuntimeError: boom" and rows[failing[0].id].hits == ()
     with pytest.raises(QueryFailed, match="boom"):
         run_queries(pipeline, golden, 10, [1, 5, 10], tmp_path / "pq2.jsonl", fail_fast=True)
+
+
+def test_a_batch_without_ask_queries_keeps_the_answer_scores_aligned(tmp_path):
+    # the runner scores 64 queries at a time; a batch with no ask query must still give every
+    # answer metric one (NaN) value per query, or the arrays no longer line up with the set
+    import dataclasses
+
+    from kebab_mlflow.config import build_config
+    from kebab_mlflow.golden import load_golden_set
+    from kebab_mlflow.reference import build_pipeline
+    from kebab_mlflow.runner import BATCH_SIZE, run_queries
+
+    fixture = load_golden_set(GOLDEN)
+    plain = [q for q in fixture.queries if not q.ask]
+    asked = [q for q in fixture.queries if q.ask and q.answerable][:2]
+    queries = [dataclasses.replace(plain[i % len(plain)], id=f"p{i}")
+               for i in range(BATCH_SIZE + 1)] + asked
+    golden = dataclasses.replace(fixture, queries=tuple(queries))
+    outcome = run_queries(build_pipeline(build_config(), KB), golden, 10, [1, 5, 10],
+                          tmp_path / "pq.jsonl")
+    contains = outcome.scores["contains_all"]
+    assert contains.shape == (len(queries),)
+    assert np.isnan(contains[:-2]).all() and not np.isnan(contains[-2:]).any()
+    assert outcome.aggregate["overall"]["contains_all"] == pytest.approx(contains[-2:].mean())
+    assert outcome.aggregate["by_query_type"]  # breakdowns index the arrays by query
 
 
 def test_help_does_not_import_mlflow():
