@@ -201,7 +201,9 @@ def _entry(r: QA, abstain: bool, kept_contexts: Sequence[str]) -> dict:
 
 
 def _passage_order(pid: str) -> tuple:
-    return tuple(int(p) if p.isdigit() else p for p in pid.split("_"))
+    """Natural order ("2_10" after "2_9"); a part that is a number sorts before one that is not,
+    so ids of both kinds ("3_1", "a_1") still compare."""
+    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in pid.split("_"))
 
 
 def _pretty(title: str) -> str:

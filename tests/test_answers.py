@@ -328,6 +328,19 @@ def test_import_squad_is_seeded(tmp_path):
         q.id for q in load_golden_set(c.splits[1].path).queries}
 
 
+def test_import_squad_orders_passages_naturally_with_mixed_ids(tmp_path):
+    rows = [json.loads(line) for line in _qa_file(tmp_path).read_text().splitlines()]
+    for r in rows:  # article 5's passages get ids that are not numbers
+        if r["title"] == "Art_5":
+            r["passage_id"] = "x_" + r["passage_id"]
+    src = write(tmp_path / "mixed.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+    s = import_squad(src, tmp_path / "out", abstain_share=0.0, seed=0)
+    ids = [json.loads(line)["_id"] for line in
+           (s.corpus / "corpus.jsonl").read_text().splitlines()]
+    assert ids == sorted(ids, key=lambda i: (i.startswith("x"), i))  # numbers first
+    assert ids[:4] == ["0_0", "0_1", "0_2", "0_3"] and ids[-1] == "x_5_3"
+
+
 def test_cli_import_squad_and_bad_options(tmp_path):
     src = _qa_file(tmp_path)
     result = runner.invoke(app, ["import-squad", str(src), "--out", str(tmp_path / "o")])
