@@ -20,9 +20,12 @@ Conventions: percentile intervals use numpy's linear interpolation (as
 ``p = (1 + #{|Σ s·d| ≥ |Σ d|}) / (1 + resamples)`` — the observed labelling is counted, so p is
 never 0; sums within a relative 1e-9 (1e-5 in the float32 path) of the observed one count as
 ties, i.e. as extreme (floating-point rounding must not hide the exact ties of discrete
-deltas). Row ``i`` of a call draws from its own streams
-``SeedSequence(seed, spawn_key=(i, purpose, slice))``; the wide-data paths split the resamples
-into ``CHUNKS`` fixed slices run in threads — the result does not depend on the thread count.
+deltas). A row of ``n`` values draws from the streams ``SeedSequence(seed, spawn_key=(n,
+purpose, slice))``: its numbers depend on its values and the seed only, never on its position
+or on the other rows of the call (``compare --gate`` in another order gives the same p-values);
+rows of one length share their draws, as a paired design would. The wide-data paths split the
+resamples into ``CHUNKS`` fixed slices run in threads — the result does not depend on the
+thread count.
 """
 
 from __future__ import annotations
@@ -57,8 +60,8 @@ class PairedTest:
     p_value: float | None
 
 
-def _stream(seed: int, row: int, purpose: int, chunk: int = 0) -> np.random.Generator:
-    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(row, purpose, chunk)))
+def _stream(seed: int, n: int, purpose: int, chunk: int = 0) -> np.random.Generator:
+    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(n, purpose, chunk)))
 
 
 def _in_chunks(work, resamples: int) -> list:
@@ -103,7 +106,7 @@ def bootstrap_mean_samples(values, resamples: int = 10_000, seed: int = 0) -> li
             continue
         uniq, counts = np.unique(row, return_counts=True)
         if uniq.size * _MULTINOMIAL_RATIO <= n or uniq.size == 1:
-            draws = _stream(seed, i, 0).multinomial(n, counts / n, size=resamples)
+            draws = _stream(seed, n, 0).multinomial(n, counts / n, size=resamples)
             out[i] = (draws @ uniq) / n
         else:
             direct.setdefault(n, []).append(i)
@@ -112,8 +115,8 @@ def bootstrap_mean_samples(values, resamples: int = 10_000, seed: int = 0) -> li
         # far below the Monte-Carlo error (~1/sqrt(resamples))
         data = [rows[i].astype(np.float32) for i in members]
 
-        def chunk(c: int, start: int, stop: int, n=n, data=data, key=members[0]) -> np.ndarray:
-            rng = _stream(seed, key, 0, c)
+        def chunk(c: int, start: int, stop: int, n=n, data=data) -> np.ndarray:
+            rng = _stream(seed, n, 0, c)
             means = np.empty((len(data), stop - start))
             for lo in range(0, stop - start, BLOCK):
                 b = min(BLOCK, stop - start - lo)
@@ -170,7 +173,7 @@ def randomization_p(deltas, resamples: int = 10_000, seed: int = 0) -> np.ndarra
             continue
         distinct = np.unique(np.abs(row[row != 0])).size
         if distinct * _BINOMIAL_RATIO <= n or distinct <= 1:
-            sums = _signflip_sums_grouped(row, resamples, _stream(seed, i, 1))
+            sums = _signflip_sums_grouped(row, resamples, _stream(seed, n, 1))
             observed = abs(row.sum())
             tol = 1e-9 * max(1.0, float(np.abs(row).sum()))
             p[i] = (1 + np.count_nonzero(np.abs(sums) >= observed - tol)) / (1 + resamples)
@@ -185,8 +188,8 @@ def randomization_p(deltas, resamples: int = 10_000, seed: int = 0) -> np.ndarra
         data32 = np.ascontiguousarray(data.T, dtype=np.float32)  # n × m
 
         def chunk(c: int, start: int, stop: int, n=n, data32=data32, totals=totals,
-                  observed=observed, tol=tol, key=members[0]) -> np.ndarray:
-            rng = _stream(seed, key, 1, c)
+                  observed=observed, tol=tol) -> np.ndarray:
+            rng = _stream(seed, n, 1, c)
             extreme = np.zeros(data32.shape[1], dtype=np.int64)
             for lo in range(0, stop - start, 4 * BLOCK):
                 b = min(4 * BLOCK, stop - start - lo)

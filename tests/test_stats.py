@@ -109,6 +109,18 @@ def test_same_seed_same_numbers_other_seed_other_numbers():
     assert a[0].ci_low != c[0].ci_low
 
 
+def test_a_rows_numbers_do_not_depend_on_its_position_or_the_other_rows():
+    # compare --gate a,b and --gate b,a must give each metric the same interval and p-value
+    rng = np.random.default_rng(3)
+    wide = [rng.normal(0.02, 0.3, size=400) for _ in range(3)]  # direct draws, shared
+    rows = [CASES["hit deltas"], *wide, CASES["mrr deltas"]]
+    together = stats.paired_tests(rows, resamples=2000, seed=5)
+    for i, row in enumerate(rows):
+        assert stats.paired_tests([row], resamples=2000, seed=5)[0] == together[i]
+    reversed_ = stats.paired_tests(rows[::-1], resamples=2000, seed=5)
+    assert reversed_[::-1] == together
+
+
 def test_ragged_rows_empty_rows_and_nan():
     out = stats.paired_tests([np.array([]), np.array([1.0, -1.0, 0.5])], resamples=500)
     assert out[0] == stats.PairedTest(0, None, None, None, None)
