@@ -325,6 +325,7 @@ def fit_on_golden_set(golden_path: str | Path, corpus: str | Path,
     index, keyed by the pipeline's versions."""
     import tempfile
 
+    from kebab_mlflow.backends.floors import oracle_truth
     from kebab_mlflow.config import build_config
     from kebab_mlflow.golden import load_golden_set
     from kebab_mlflow.per_query import read_per_query
@@ -339,8 +340,7 @@ def fit_on_golden_set(golden_path: str | Path, corpus: str | Path,
         raise CalibrationError(f"--k must be >= 1, got {k}")
     golden = load_golden_set(golden_path)
     config = build_config(preset, {**dict(overrides or {}), "answer.calibrate": False})
-    truth = {q.query: (q.expected_chunk_ids, q.relevant_doc_grades) for q in golden.queries}
-    pipeline = build_pipeline(config, corpus, truth)
+    pipeline = build_pipeline(config, corpus, oracle_truth(golden.queries))
     check_expected_ids(golden, pipeline.chunk_ids, pipeline.doc_ids)
     with tempfile.TemporaryDirectory(prefix="kebab-calibrate-") as tmp:
         path = Path(tmp) / "per_query.jsonl"

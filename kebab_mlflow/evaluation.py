@@ -88,12 +88,12 @@ class Prepared:
             self.pipeline = load_target(options.target, concurrency=options.concurrency)
             self.backend = "target"
         else:
+            from kebab_mlflow.backends.floors import oracle_truth
             from kebab_mlflow.reference import build_pipeline
 
             on_status("loading or building the index")
-            truth = {q.query: (q.expected_chunk_ids, q.relevant_doc_grades)
-                     for q in self.golden.queries}
-            self.pipeline = build_pipeline(self.config, options.corpus, truth)
+            self.pipeline = build_pipeline(self.config, options.corpus,
+                                           oracle_truth(self.golden.queries))
             check_expected_ids(self.golden, self.pipeline.chunk_ids, self.pipeline.doc_ids)
             self.backend = self.config["backend"]
         self.versions = self.pipeline.versions.as_dict()

@@ -14,10 +14,12 @@ import numpy as np
 from kebab_mlflow.backends.floors import (
     OracleBackend,
     RandomBackend,
+    oracle_truth,
     random_score,
     random_scores,
 )
 from kebab_mlflow.config import build_config
+from kebab_mlflow.golden import GoldenQuery
 from kebab_mlflow.reference import build_pipeline
 from tests.conftest import KB, ROOT
 
@@ -72,6 +74,7 @@ def test_random_differs_from_lexical():
 SCRIPT = """
 import json, sys
 from kebab_mlflow.config import build_config
+from kebab_mlflow.golden import GoldenQuery
 from kebab_mlflow.reference import build_pipeline
 p = build_pipeline(build_config("random_retrieval"), sys.argv[1])
 print(json.dumps([[h.chunk_id, h.score.hex()] for h in p.search("tram budget", 10)]))
@@ -84,6 +87,22 @@ def test_top_k_is_the_same_in_another_process(tmp_path):
     out = subprocess.run([sys.executable, "-c", SCRIPT, str(KB)], capture_output=True,
                          text=True, check=True, cwd=ROOT, env={**os.environ, **env_cache})
     assert json.loads(out.stdout) == [[h.chunk_id, h.score.hex()] for h in here]
+
+
+def test_oracle_truth_serves_a_repeated_query_text_all_its_expectations():
+
+    queries = [GoldenQuery(id="a", query="same words", expected_chunk_ids=("x#0", "x#1"),
+                           expected_doc_ids={"x": 1}),
+               GoldenQuery(id="b", query="same words", expected_chunk_ids=("y#0",),
+                           expected_doc_ids={"y": 1, "x": 2}),
+               GoldenQuery(id="c", query="other", expected_chunk_ids=("z#0",))]
+    truth = oracle_truth(queries)
+    assert truth["same words"][0] == ("x#0", "y#0", "x#1")  # each one's first, then seconds
+    assert truth["same words"][1] == {"x": 2, "y": 1}  # a document at its highest grade
+    assert truth["other"] == (("z#0",), {})  # chunk truth only: no doc grades of its own
+    ranked = OracleBackend(["x#0", "x#1", "y#0", "z#0"], ["x", "x", "y", "z"],
+                           truth).search_batch(["same words"], 2)[0]
+    assert [i for i, _ in ranked] == [0, 2]  # both queries hit at rank <= 2
 
 
 def test_oracle_puts_the_expected_chunks_first():

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from itertools import zip_longest
 
 import numpy as np
 
@@ -44,6 +45,22 @@ class RandomBackend:
             scores = random_scores(query, self.encoded)
             out.append([(int(i), float(scores[i])) for i in top_k_indices(scores, k)])
         return out
+
+
+def oracle_truth(queries: Iterable) -> dict[str, tuple[tuple[str, ...], dict[str, int]]]:
+    """Golden queries → the oracle's ``truth``: query text → (expected chunk ids, doc grades).
+    The oracle sees only the text, as any pipeline does, so a text asked several times with
+    different expectations gets one ranking for all: their expected chunks in turns (each
+    one's first, then each one's second, …) and every document at its highest grade."""
+    chunk_lists: dict[str, list[Sequence[str]]] = {}
+    grades: dict[str, dict[str, int]] = {}
+    for q in queries:
+        chunk_lists.setdefault(q.query, []).append(q.expected_chunk_ids)
+        merged = grades.setdefault(q.query, {})
+        for doc, grade in q.relevant_doc_grades.items():
+            merged[doc] = max(grade, merged.get(doc, grade))
+    return {text: (tuple(dict.fromkeys(c for turn in zip_longest(*lists) for c in turn if c)),
+                   grades[text]) for text, lists in chunk_lists.items()}
 
 
 class OracleBackend:
