@@ -262,11 +262,22 @@ class Calibrator:
         return np.array([self(float(r), bool(f)) for r, f in zip(raw, refused, strict=True)],
                         dtype=float)
 
-    def save(self, path: Path) -> None:
-        data = {"format": FORMAT, "method": self.method, "answered": self.answered.to_json(),
+    def to_json(self) -> dict:
+        return {"format": FORMAT, "method": self.method, "answered": self.answered.to_json(),
                 "refused": self.refused.to_json(), "info": dict(self.info)}
+
+    def digest(self) -> str:
+        """sha256 of what the calibrator maps (method, both maps) and of the golden set it was
+        fitted on, so a run's ``prompt_template_version`` changes when ``calibrate`` fits
+        another one (not with the folder the corpus was read from)."""
+        data = self.to_json()
+        content = [data["method"], data["answered"], data["refused"],
+                   data["info"].get("golden_sha256")]
+        return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
+
+    def save(self, path: Path) -> None:
         tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(json.dumps(data, indent=1, allow_nan=False))
+        tmp.write_text(json.dumps(self.to_json(), indent=1, allow_nan=False))
         tmp.replace(path)
 
     @classmethod
@@ -288,7 +299,7 @@ def base_versions(versions: VersionSnapshot | Mapping[str, str]) -> dict[str, st
     suffix of ``prompt_template_version`` (a calibrated run uses the calibrator fitted with
     calibration off)."""
     v = dict(versions.as_dict() if isinstance(versions, VersionSnapshot) else versions)
-    # "-calibrated" from the config, or "-calibrated-<key>" once a calibrator is loaded
+    # "-calibrated" from the config, or "-calibrated-<digest>" once a calibrator is loaded
     v["prompt_template_version"] = re.sub(rf"{CALIBRATED_SUFFIX}(-[0-9a-f]+)?$", "",
                                           v.get("prompt_template_version", ""))
     return v

@@ -70,11 +70,11 @@ class ReferencePipeline:
         self._df: dict[str, int] | None = None  # chunk frequency per term, on first ask
         if an["calibrate"]:
             # say whether a calibrator is in use, and which: without one, confidences are raw
-            from kebab_mlflow.calibration import base_versions, calibrator_key
+            from kebab_mlflow.calibration import base_versions
 
             prompt = base_versions(self._versions)["prompt_template_version"]
             if self.calibrator is not None:
-                prompt += f"-calibrated-{calibrator_key(self._versions)[:8]}"
+                prompt += f"-calibrated-{self.calibrator.digest()[:8]}"
             self._versions = dataclasses.replace(self._versions,
                                                  prompt_template_version=prompt)
 

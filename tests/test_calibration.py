@@ -272,6 +272,14 @@ def test_calibrated_runs_use_the_stored_calibrator():
                                                              answer.refused))
     off = build_pipeline(build_config(overrides={"answer.calibrate": "false"}), KB)
     assert off.calibrator is None
+    # the version says which calibrator: fitting another one changes it
+    platt_version = pipeline.versions.prompt_template_version
+    assert platt_version.endswith(f"-calibrated-{fit.calibrator.digest()[:8]}")
+    fit_on_golden_set(GOLDEN, KB, method="isotonic")
+    isotonic_version = build_pipeline(build_config(), KB).versions.prompt_template_version
+    assert isotonic_version != platt_version
+    assert base_versions({"prompt_template_version": isotonic_version}) == \
+        base_versions({"prompt_template_version": platt_version})
 
 
 def test_cli_calibrate_prints_before_after_and_the_path():
