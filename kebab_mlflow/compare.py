@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from kebab_mlflow.errors import IncomparableRunsError, Problem
-from kebab_mlflow.metrics.registry import METRICS
+from kebab_mlflow.metrics.registry import METRICS, MRR_CUTOFF
 from kebab_mlflow.per_query import PerQueryRow, file_digest, read_per_query
 
 DEFAULT_GATES = ("hit_at_5", "mrr", "precision_at_5_chunk", "recall_at_10_doc", "contains_all")
@@ -287,9 +287,16 @@ def _check(baseline: RunSide, candidate: RunSide, options: CompareOptions
     return problems, warnings, notes, level
 
 
-def _rank(row: PerQueryRow, rank_metric: str) -> tuple[bool, int | None]:
-    """(has ground truth, first-hit rank or None for a miss)."""
-    value = row.scores.get(rank_metric)
+def _rank(row: PerQueryRow, level: str) -> tuple[bool, int | None]:
+    """(has ground truth, first-hit rank or None for a miss: nothing relevant in the top
+    ``MRR_CUTOFF``, or in the top ``--k`` of a shallower run), from ``first_relevant_rank``;
+    files written before it existed: from the per-query MRR (only at depth >= 10)."""
+    if row.first_relevant_rank is not None and level in row.first_relevant_rank:
+        rank = row.first_relevant_rank[level]
+        if rank is None:
+            return False, (1 if row.hits else None)
+        return True, (rank if 0 < rank <= MRR_CUTOFF else None)
+    value = row.scores.get("mrr" if level == "chunk" else "mrr_doc")
     if value is None:
         return False, (1 if row.hits else None)
     return True, (round(1.0 / value) if value > 0 else None)
@@ -309,9 +316,9 @@ def _refused(row: PerQueryRow) -> bool | None:
     return row.answer.get("refusal_reason") is not None
 
 
-def _query_diff(b: PerQueryRow, c: PerQueryRow, rank_metric: str, private: bool) -> QueryDiff:
-    truth_b, rank_b = _rank(b, rank_metric)
-    truth_c, rank_c = _rank(c, rank_metric)
+def _query_diff(b: PerQueryRow, c: PerQueryRow, level: str, private: bool) -> QueryDiff:
+    truth_b, rank_b = _rank(b, level)
+    truth_c, rank_c = _rank(c, level)
     has_truth = truth_b or truth_c
     if has_truth and not (truth_b and truth_c):  # truth on one side only: a miss on the other
         rank_b = rank_b if truth_b else None
@@ -393,8 +400,7 @@ def compare_runs(baseline: RunSide, candidate: RunSide,
         raise ComparisonRefused(problems)
 
     private = baseline.private or candidate.private
-    rank_metric = "mrr" if level == "chunk" else "mrr_doc"
-    queries = tuple(_query_diff(b, by_id_c[b.id], rank_metric, private) for b in shared)
+    queries = tuple(_query_diff(b, by_id_c[b.id], level, private) for b in shared)
     counts = {k: 0 for k in KINDS} | Counter(q.kind for q in queries)
     n_truth = sum(q.has_truth for q in queries)
 

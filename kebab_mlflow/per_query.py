@@ -25,7 +25,10 @@ from kebab_mlflow.scoring import QueryResult
 
 
 def record(query: GoldenQuery, result: QueryResult, scores: Mapping[str, float],
-           private: bool) -> dict[str, Any]:
+           private: bool, first_relevant: Mapping[str, float] | None = None) -> dict[str, Any]:
+    """One line of ``per_query.jsonl``. ``first_relevant``: level → rank of the first relevant
+    hit (0 = none within the depth, NaN = no ground truth), written as ``first_relevant_rank``
+    so that ``compare`` can tell a regression at any retrieval depth (``mrr`` needs 10)."""
     answer = None
     if result.answer is not None:
         a = result.answer
@@ -43,6 +46,9 @@ def record(query: GoldenQuery, result: QueryResult, scores: Mapping[str, float],
         "latency_ms": result.latency_ms,
         "error": result.error,
     }
+    if first_relevant is not None:
+        rec["first_relevant_rank"] = {level: (None if math.isnan(r) else int(r))
+                                      for level, r in first_relevant.items()}
     if private and result.error:
         rec["error"] = result.error.split(":", 1)[0]  # exception type only: messages may quote text
     return rec
@@ -85,6 +91,7 @@ class PerQueryRow:
     scores: dict
     latency_ms: float
     error: str | None
+    first_relevant_rank: dict | None = None  # level -> rank, 0 = miss, None = no truth
 
 
 def read_per_query(path: Path) -> Iterator[PerQueryRow]:
@@ -131,6 +138,13 @@ def _row(raw: bytes, where: str) -> PerQueryRow:
     query = rec.get("query")
     if query is not None and not isinstance(query, str):
         problems.append(Problem("'query' must be a string or null", where))
+    first = rec.get("first_relevant_rank")  # absent in files written before it existed
+    if first is not None and not (isinstance(first, dict) and all(
+            v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 0)
+            for v in first.values())):
+        problems.append(Problem("'first_relevant_rank' must map levels to ranks >= 0 or null",
+                                where))
     if problems:
         raise PerQueryError("unreadable per_query.jsonl", problems)
-    return PerQueryRow(rec["id"], query, tuple(hits), answer, scores, float(latency), error)
+    return PerQueryRow(rec["id"], query, tuple(hits), answer, scores, float(latency), error,
+                       first)

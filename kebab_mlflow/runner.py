@@ -29,7 +29,12 @@ from kebab_mlflow.golden import GoldenQuery, GoldenSet
 from kebab_mlflow.metrics.aggregate import aggregate_block, breakdowns, counts
 from kebab_mlflow.per_query import PerQueryWriter, record
 from kebab_mlflow.pipeline import Answer, Hit
-from kebab_mlflow.scoring import QueryResult, score_results
+from kebab_mlflow.scoring import (
+    QueryResult,
+    first_relevant_ranks,
+    retrieval_tables,
+    score_results,
+)
 
 BATCH_SIZE = 64
 
@@ -125,9 +130,13 @@ def run_queries(pipeline: Any, golden: GoldenSet, depth: int, cutoffs: Sequence[
             failed = next((r for r in results if r.error), None)
             if fail_fast and failed:
                 raise QueryFailed(f"query {failed.query_id} raised: {failed.error}")
-            scores = score_results(batch, results, depth, cutoffs, with_answers=with_answers)
+            tables = retrieval_tables(batch, results, depth)
+            scores = score_results(batch, results, depth, cutoffs, with_answers=with_answers,
+                                   tables=tables)
+            ranks = first_relevant_ranks(tables)
             for i, (q, r) in enumerate(zip(batch, results, strict=True)):
-                writer.write(record(q, r, {k: v[i] for k, v in scores.items()}, golden.private))
+                writer.write(record(q, r, {k: v[i] for k, v in scores.items()}, golden.private,
+                                    {level: v[i] for level, v in ranks.items()}))
             for name, values in scores.items():
                 chunks.setdefault(name, []).append(values)
             answers += [r.answer for r in results]

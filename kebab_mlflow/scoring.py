@@ -14,6 +14,7 @@ from kebab_mlflow.metrics.retrieval import (
     FAMILY_FUNCTIONS,
     RelevanceTable,
     first_appearance,
+    first_relevant_rank,
     mrr,
 )
 from kebab_mlflow.pipeline import Answer, Hit
@@ -49,15 +50,22 @@ def retrieval_tables(queries: Sequence[GoldenQuery], results: Sequence[QueryResu
     }
 
 
+def first_relevant_ranks(tables: dict[str, RelevanceTable]) -> dict[str, np.ndarray]:
+    """Per level, each query's first relevant rank (0 = a miss, NaN = no ground truth)."""
+    return {level: first_relevant_rank(table) for level, table in tables.items()}
+
+
 def score_results(queries: Sequence[GoldenQuery], results: Sequence[QueryResult],
-                  depth: int, cutoffs: Sequence[int], *, with_answers: bool | None = None
-                  ) -> dict[str, np.ndarray]:
+                  depth: int, cutoffs: Sequence[int], *, with_answers: bool | None = None,
+                  tables: dict[str, RelevanceTable] | None = None) -> dict[str, np.ndarray]:
     """Every per-query score of a run, keyed by metric name. ``with_answers``: whether the run
     scores answers at all — False for a search-only target (its missing answers are not
     refusals); None: when any of ``queries`` asks. A run scoring in batches decides it once
-    for the whole set, so every batch has the same keys (a query without ``ask`` scores NaN)."""
+    for the whole set, so every batch has the same keys (a query without ``ask`` scores NaN).
+    ``tables``: the :func:`retrieval_tables` of these results, when the caller has them."""
     scores: dict[str, np.ndarray] = {}
-    for level, table in retrieval_tables(queries, results, depth).items():
+    tables = tables if tables is not None else retrieval_tables(queries, results, depth)
+    for level, table in tables.items():
         if depth >= MRR_CUTOFF:
             scores[retrieval_name("mrr", level, None)] = mrr(table)
         for k in cutoffs:

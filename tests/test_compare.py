@@ -46,14 +46,17 @@ def store(tmp_path_factory):
         mp.setenv("KEBAB_CACHE_DIR", str(root / "cache"))
         mp.chdir(root)
 
-        def run(name, preset="naive_baseline", golden=GOLDEN, **overrides):
+        def run(name, preset="naive_baseline", golden=GOLDEN, k=10, **overrides):
             return execute(RunOptions(golden=str(golden), corpus=str(KB), tracking_uri=uri,
-                                      preset=preset, overrides=overrides, run_name=name)).run_id
+                                      preset=preset, overrides=overrides, run_name=name,
+                                      k=k)).run_id
 
         ids = {"base": run("base"), "same": run("same"), "rand": run("rand", "random_retrieval"),
                "rechunk": run("rechunk", **{"chunker.overlap_chars": 50}),
                "small_base": run("small_base", golden=subset),
-               "small_top1": run("small_top1", golden=subset, top_k=1)}
+               "small_top1": run("small_top1", golden=subset, top_k=1),
+               "small_base_k5": run("small_base_k5", golden=subset, k=5),
+               "small_rand_k5": run("small_rand_k5", "random_retrieval", golden=subset, k=5)}
     return {"uri": uri, "ids": ids, "subset": subset}
 
 
@@ -123,6 +126,30 @@ def test_losing_one_hit_on_a_small_set_is_regressed(store):
     assert (first["id"], first["kind"], first["baseline_rank"], first["candidate_rank"]) == (
         "g038", "Regression", 2, None)
     assert first["query"].startswith("Which agency is building the Greenway")
+
+
+def test_runs_shallower_than_mrr_still_show_their_regressions(store):
+    # at --k 5 there is no mrr; the ranks come from per_query.jsonl's first_relevant_rank
+    res, out = _compare(store, "small_base_k5", "small_rand_k5", "--format", "json",
+                        "--no-log", "--gate", "hit_at_5")
+    assert res.exit_code == 1, out
+    data = _json(out)
+    assert data["verdict"] == "Regressed" and data["counts"]["Regression"] == 3
+    assert {q["baseline_rank"] for q in data["queries"]} <= {1, 2, 3, 4, 5}
+
+
+def test_first_relevant_rank_beyond_ten_is_a_miss_and_null_means_no_truth():
+    def row(qid, rank):
+        hits = tuple({"rank": i + 1, "chunk_id": f"d{i}#0", "doc_id": f"d{i}", "score": 1.0}
+                     for i in range(20))
+        scores = {"hit_at_5": None if rank is None else float(0 < rank <= 5)}
+        return PerQueryRow(qid, qid, hits, None, scores, 1.0, None, {"chunk": rank, "doc": rank})
+
+    b = _side("b", [row("a", 3), row("b", 2), row("c", None)])
+    c = _side("c", [row("a", 12), row("b", 1), row("c", None)])
+    kinds = [q.kind for q in compare_runs(b, c, CompareOptions(gates=("hit_at_5",),
+                                                                 resamples=100)).queries]
+    assert sorted(kinds) == ["Draw", "Regression", "Win"]
 
 
 def test_same_inputs_twice_give_identical_statistics(store):

@@ -119,7 +119,9 @@ records = st.fixed_dictionaries({}, optional={
     "answer": st.one_of(st.none(), values),
     "scores": st.one_of(st.dictionaries(st.text(max_size=6), scalars, max_size=3), values),
     "latency_ms": st.one_of(st.floats(), st.integers(), st.booleans(), st.text(max_size=2)),
-    "error": st.one_of(st.none(), st.text(max_size=5), st.integers())})
+    "error": st.one_of(st.none(), st.text(max_size=5), st.integers()),
+    "first_relevant_rank": st.one_of(values, st.dictionaries(
+        st.sampled_from(["chunk", "doc"]), st.one_of(st.none(), st.integers(-2, 30), scalars)))})
 lines = st.one_of(
     records.map(lambda r: json.dumps(r).encode()),
     values.map(lambda v: json.dumps(v).encode()),
@@ -141,6 +143,8 @@ def test_per_query_reader(raw_lines):
             assert isinstance(row.id, str) and isinstance(row.scores, dict)
             for h in row.hits:
                 assert isinstance(h["rank"], int) and isinstance(h["chunk_id"], str)
+            for rank in (row.first_relevant_rank or {}).values():
+                assert rank is None or (type(rank) is int and rank >= 0)
 
 
 # --------------------------------------------------------------------------- sweep files

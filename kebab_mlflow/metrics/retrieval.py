@@ -171,6 +171,14 @@ def mrr(table: RelevanceTable, cutoff: int = MRR_CUTOFF) -> np.ndarray:
     return _masked(np.where(relevant.any(axis=1), 1.0 / rank, 0.0), table)
 
 
+def first_relevant_rank(table: RelevanceTable) -> np.ndarray:
+    """Rank of the first relevant item within the retrieved depth, 0 for a miss, NaN without
+    ground truth — not a metric: what ``compare`` classifies queries by at any depth."""
+    relevant = table.gains > 0
+    rank = np.where(relevant.any(axis=1), relevant.argmax(axis=1) + 1, 0)
+    return _masked(rank.astype(float), table)
+
+
 def precision_at_k(table: RelevanceTable, k: int) -> np.ndarray:
     """Relevant in the top k / k — k even when fewer than k items came back (trec_eval P)."""
     return _masked(_found(table, k) / k, table)
