@@ -240,6 +240,14 @@ def test_second_build_loads_from_cache_and_embeds_nothing(fixture_chunks, first_
     assert not short.from_cache and short.embed_seconds > 0  # (another model instance)
     assert np.abs(short.embeddings - first.embeddings[:4]).max() > 0.01
     assert len(list(tmp_path.glob("dense-*.npy"))) == 2
+    # another batch size pads differently (last-bit changes): its own cache file, so the same
+    # configuration always gets the same vectors whatever was built before
+    count_encodes.clear()
+    small = DenseBackend.load_or_build({**CONFIG, "batch_size": 4}, fixture_chunks[:5],
+                                       tmp_path, Silent())
+    assert not small.from_cache and sum(count_encodes) == 5
+    assert small.cache_meta["batch_size"] == 4
+    assert len(list(tmp_path.glob("dense-*.npy"))) == 3
 
 
 def test_search_is_exact_inner_product_top_k(first_build, count_encodes):

@@ -9,8 +9,12 @@ sort (:func:`kebab_mlflow.backends.top_k_indices`, ties by chunk position).
 ``embedding_version`` names what makes an embedding: the model name, a digest of the model files
 (sizes and contents), the pooling and normalisation read from the model's module files, and the
 maximum sequence length. Chunk embeddings are cached in the index folder (which is already keyed
-by the corpus and chunker version) as ``dense-<digest of embedding_version>.npy``, so a second run
-with the same configuration embeds nothing.
+by the corpus and chunker version) as ``dense-<digest of embedding_version and batch size>.npy``,
+so a second run with the same configuration embeds nothing. The batch size is in the cache key
+though not in ``embedding_version``: padding to the longest text of a batch moves the vectors in
+their last float bits (~1e-7), and the same configuration must always get the same numbers.
+For the same reason a query's scores are reproducible for the same golden set, but adding or
+removing other queries (its batch neighbours) can move them in the last bits.
 
 torch and sentence-transformers are imported only when a dense or hybrid backend is built.
 """
@@ -133,7 +137,8 @@ def max_seq_length(path: Path, dense_config: Mapping[str, Any]) -> int:
 def embedding_version(dense_config: Mapping[str, Any]) -> str:
     """``all-MiniLM-L6-v2@<12 hex of the model files>-pool=mean-norm=l2-maxlen=256``.
 
-    ``batch_size`` is not part of it: it changes speed, not the vectors (beyond float noise)."""
+    ``batch_size`` is not part of it: it changes speed, not the vectors (beyond float noise);
+    the embedding cache is keyed by it too (see the module docstring)."""
     problems = [f"dense.{key} must be an integer >= 1, got {dense_config[key]!r}"
                 for key in ("batch_size", "max_seq_length")
                 if key in dense_config and dense_config[key] is not None
@@ -236,7 +241,9 @@ class DenseBackend:
     def load_or_build(cls, dense_config: Mapping[str, Any], chunks: Sequence[Any], folder: Path,
                       progress: Any = None) -> DenseBackend:
         version = embedding_version(dense_config)
-        stem = f"dense-{hashlib.sha256(version.encode()).hexdigest()[:16]}"
+        batch_size = int(dense_config["batch_size"])
+        key = f"{version}|batch_size={batch_size}"
+        stem = f"dense-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
         path = Path(folder) / f"{stem}.npy"
         ids_digest = hashlib.sha256("\n".join(c.chunk_id for c in chunks).encode()).hexdigest()
         cached = _load_cached(path, Path(folder) / f"{stem}.json", version, ids_digest)
@@ -244,12 +251,11 @@ class DenseBackend:
             return cls(cached[0], dense_config, from_cache=True, cache_meta=cached[1])
         model = load_model(dense_config)
         t0, cpu0 = time.perf_counter(), time.process_time()
-        embeddings = embed_corpus(model, [c.text for c in chunks],
-                                  int(dense_config["batch_size"]), progress)
+        embeddings = embed_corpus(model, [c.text for c in chunks], batch_size, progress)
         seconds, cpu_seconds = time.perf_counter() - t0, time.process_time() - cpu0
         from kebab_mlflow.reference import atomic_folder
 
-        meta = {"embedding_version": version, "n_chunks": len(chunks),
+        meta = {"embedding_version": version, "batch_size": batch_size, "n_chunks": len(chunks),
                 "chunk_ids_sha256": ids_digest, "embed_seconds": seconds,
                 "embed_cpu_seconds": cpu_seconds}
         with atomic_folder(Path(folder)) as tmp:
