@@ -10,7 +10,6 @@ and removed. If MLflow fails while publishing, the folder stays as a recovery fo
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import time
 from collections.abc import Callable, Mapping
@@ -106,7 +105,10 @@ class Prepared:
                                   "golden_set": self.golden.name,
                                   "n_queries": len(self.golden), "seed": o.seed}
         if o.target:
-            params["target"] = _without_credentials(o.target.split("?")[0])
+            from kebab_mlflow.targets import logged_options, without_credentials
+
+            params["target"] = without_credentials(o.target.split("?")[0])
+            params.update({f"target.{k}": v for k, v in logged_options(o.target).items()})
         else:
             params["corpus"] = o.corpus
             params.update({f"config.{k}": v for k, v in redacted(flatten(self.config)).items()})
@@ -199,11 +201,6 @@ def execute(options: RunOptions, *, progress: Any = None,
     return RunResult(run_id, experiment_id, "FINISHED", metrics, outcome.aggregate,
                      tracker.ui_command(), timings, prepared.versions, outcome.scores,
                      tuple(q.id for q in prepared.golden.queries))
-
-
-def _without_credentials(spec: str) -> str:
-    """http://user:secret@host/x → http://host/x (the spec is logged as a param)."""
-    return re.sub(r"^(\w+://)[^/@]*@", r"\1", spec)
 
 
 def _dataset_tags(golden: GoldenSet) -> dict[str, str]:

@@ -410,6 +410,27 @@ def load_target(spec: str, *, concurrency: int = 1) -> Target:
                       "python:MODULE:ATTR, http(s)://URL or cmd:TEMPLATE")
 
 
+def logged_options(spec: str) -> dict[str, str]:
+    """The target's own options given in ``spec`` (timeout, retries, the jitter seed, …) for the
+    run's params; not the version keys (logged as versions) nor the URL's other parameters,
+    which may hold credentials."""
+    kind = "http" if spec.startswith(("http://", "https://")) else spec.split(":", 1)[0]
+    if kind not in OPTIONS or "?" not in spec:
+        return {}
+    if kind == "http":
+        pairs = urllib.parse.parse_qsl(urllib.parse.urlsplit(spec).query, keep_blank_values=True)
+        options = dict(pairs)
+    else:
+        options = split_options(spec, kind, strict=False)[1]
+    return {k: (without_credentials(v) if k == "versions_url" else v)
+            for k, v in options.items() if k in OPTIONS[kind]}
+
+
+def without_credentials(url: str) -> str:
+    """http://user:secret@host/x → http://host/x (for what is logged as a param)."""
+    return re.sub(r"^(\w+://)[^/@]*@", r"\1", url)
+
+
 def split_options(spec: str, kind: str, *, strict: bool) -> tuple[str, dict[str, str]]:
     """``'…?timeout=5&index_version=v3'`` → (``'…'``, options). Not strict (cmd): a suffix
     whose keys are not all options is part of the template."""

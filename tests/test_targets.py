@@ -476,7 +476,7 @@ def test_run_with_each_target_kind_end_to_end(store_uri, fixture_server, tmp_pat
                                                         "queries": fixture["queries"][::4]}))
     specs = {
         "python": f"python:{TARGETS / 'python_target.py'}:TinyPipeline",
-        "http": fixture_server,
+        "http": f"{fixture_server}?retries=1&jitter=0.2&seed=7",
         "cmd": f"cmd:{PY} {CLI} --json --k {{k}} --ask {{ask}} {{query}}?index_version=cli-1",
         "function": "python:fixtures.targets.python_target:search_only",
     }
@@ -493,6 +493,9 @@ def test_run_with_each_target_kind_end_to_end(store_uri, fixture_server, tmp_pat
         assert run.info.status == "FINISHED" and run.data.params["backend"] == "target"
         assert run.data.params["target"] == spec.split("?")[0]
         assert run.data.params["n_queries"] == "11"
+        if kind == "http":  # the target's own options are params; the jitter seed with them
+            assert {k: v for k, v in run.data.params.items() if k.startswith("target.")} == {
+                "target.retries": "1", "target.jitter": "0.2", "target.seed": "7"}
         metrics[kind] = out["metrics"]
         if kind in ("python", "http"):
             assert run.data.params["index_version"] == "tiny-tfidf-1"
