@@ -1,6 +1,7 @@
 # kebab-mlflow — `make help` lists the targets. `make run` and `make test` set up .venv themselves.
 SHELL := /bin/bash
 PY ?= python3
+TORCH_INDEX ?=
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
@@ -13,8 +14,9 @@ help: ## list the targets
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	# CPU torch first and pinned: an unpinned torch would pull a multi-GB CUDA build
-	$(BIN)/pip install -q torch==2.13.0
+	# CPU torch first and pinned: an unpinned torch would pull a multi-GB CUDA build. Here pip's
+	# find-links hold the CPU wheel; elsewhere: make setup TORCH_INDEX=https://download.pytorch.org/whl/cpu
+	$(BIN)/pip install -q torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(BIN)/pip install -q -e '.[dense,server,test,bench]'
 	@touch $(STAMP)
 

@@ -98,9 +98,14 @@ class Prepared:
         self.versions = self.pipeline.versions.as_dict()
         self.index_s = time.perf_counter() - t0
 
+    @property
+    def preset(self) -> str:
+        """The preset that ran, or ``target``: a --target run uses none of them."""
+        return "target" if self.options.target else self.options.preset
+
     def params(self) -> dict[str, Any]:
         o = self.options
-        params: dict[str, Any] = {**self.versions, "preset": o.preset, "backend": self.backend,
+        params: dict[str, Any] = {**self.versions, "preset": self.preset, "backend": self.backend,
                                   "k": o.k, "cutoffs": ",".join(map(str, self.cutoffs)),
                                   "golden_set": self.golden.name,
                                   "n_queries": len(self.golden), "seed": o.seed}
@@ -119,7 +124,7 @@ class Prepared:
         return {"kebab.kind": "eval", "kebab.git_commit": commit,
                 "kebab.git_dirty": str(dirty).lower(), "kebab.golden_sha256": self.golden.digest,
                 "kebab.config_sha256": digest(self.config), "kebab.tool_version": __version__,
-                "kebab.preset": self.options.preset,
+                "kebab.preset": self.preset,
                 "kebab.private": str(self.golden.private).lower(),
                 **self.options.extra_tags}
 

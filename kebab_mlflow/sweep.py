@@ -246,10 +246,11 @@ def _rows(items: Any, node: Any, source: str, shared: Mapping[str, Any], default
                                     f"digits, '_', '.', '-' (an MLflow key part), got {name!r}",
                                     loc))
             continue
-        if name in seen:
+        duplicate = name in seen  # still checked below: every problem is listed at once
+        if duplicate:
             problems.append(Problem(f"duplicate row name {name!r} (first at {seen[name]})", loc))
-            continue
-        seen[name] = loc
+        else:
+            seen[name] = loc
         preset = item.get("preset", "naive_baseline")
         k = item.get("k", default_k)
         if not _is_int(k) or k < 1:
@@ -276,7 +277,9 @@ def _rows(items: Any, node: Any, source: str, shared: Mapping[str, Any], default
         if not _is_int(concurrency) or concurrency < 1:
             problems.append(Problem(f"row {name}: 'concurrency' must be an integer >= 1", loc))
             concurrency = 1
-        rows.append(SweepRow(name, preset, overrides, k, "variant", loc, target, concurrency))
+        if not duplicate:
+            rows.append(SweepRow(name, preset, overrides, k, "variant", loc, target,
+                                 concurrency))
     return rows
 
 
@@ -794,6 +797,7 @@ GAUGE_COLUMNS = ("metric", "floor", "primary [95% CI]", "floor [95% CI]",
 
 def gauge_markdown(spec: SweepSpec, result: SweepResult) -> str:
     lines = [f"# Distinguishing power — {spec.name}", "",
+             *([spec.description, ""] if spec.description else []),
              f"Primary row **{spec.primary}**, floors {', '.join(spec.floors)}, ceiling "
              f"{spec.ceiling or 'none (1.0)'}; {len(spec.query_ids)} queries of golden set "
              f"{spec.golden_name!r}; bootstrap {spec.resamples} resamples, seed {spec.seed}.",

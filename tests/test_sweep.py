@@ -26,6 +26,7 @@ def _sweep_file(tmp_path: Path, body: str, name: str = "sweep.yaml") -> Path:
 
 SMALL = """\
 name: small
+description: a small sweep for the tests
 primary: bm25
 ceiling: oracle
 gauge_metrics: [hit_at_5, mrr, ndcg_at_10_doc]
@@ -89,7 +90,7 @@ rows:
   - {name: typo, preset: naive_baselin}
   - {name: badkey, preset: naive_baseline, bm25.k9: 1}
   - {name: "bad name=1"}
-  - {name: bm25}
+  - {name: bm25, preset: nah}
 """)
     with pytest.raises(SweepError) as info:
         load_sweep(path)
@@ -103,6 +104,7 @@ rows:
         f"{path}:10 row badkey: unknown config key 'bm25.k9'",
         "'name' must be 1-100 characters",
         "duplicate row name 'bm25'",
+        "unknown preset 'nah'",  # a duplicate row's own problems are listed too
     ]
     # hit_at_7 is unknown, or (if another run in this process registered cut-off 7) not reported
     # at these rows' cut-offs; either way it is one problem
@@ -243,6 +245,9 @@ def test_full_sweep_parent_children_tags_gauge_and_json(tmp_path, store_uri):
     assert prov["n_queries"] == 43 and prov["sweep_sha256"] == load_sweep(path).sha256
     assert set(prov) >= {"git_commit", "git_dirty", "bootstrap_seed", "bootstrap_resamples"}
     assert dp["gauge"] == out["gauge"]
+    report = parent.data.tags["mlflow.note.content"]  # the file's description heads the report
+    assert report.startswith(f"# Distinguishing power — {load_sweep(path).name}\n\n"
+                             f"{load_sweep(path).description}\n")
     csv_lines = Path(client.download_artifacts(out["parent_run_id"], "leaderboard.csv",
                                                str(tmp_path))).read_text().splitlines()
     assert len(csv_lines) == 5 and csv_lines[1].split(",")[1] == "oracle"  # best first

@@ -491,6 +491,7 @@ def test_run_with_each_target_kind_end_to_end(store_uri, fixture_server, tmp_pat
         out = json.loads(res.stdout)
         run = client.get_run(out["run_id"])
         assert run.info.status == "FINISHED" and run.data.params["backend"] == "target"
+        assert run.data.params["preset"] == run.data.tags["kebab.preset"] == "target"
         assert run.data.params["target"] == spec.split("?")[0]
         assert run.data.params["n_queries"] == "11"
         if kind == "http":  # the target's own options are params; the jitter seed with them
