@@ -12,10 +12,11 @@ Conventions:
   equal (``unknown`` or missing counts as different). Otherwise everything is judged at doc
   level: chunk-level gates are replaced by their ``_doc`` variants (``hit_at_5`` →
   ``hit_at_5_doc``, ``mrr`` → ``mrr_doc``, ``precision_at_5_chunk`` → ``precision_at_5_doc``).
-* **First-hit rank** of a query is read back from its per-query ``mrr`` (``mrr_doc`` at doc
-  level): ``rank = 1 / mrr``; ``mrr = 0`` is a miss (no relevant item within rank 10, the mrr
-  cut-off); ``null`` means the query has no ground truth at that level, and then "hit" means
-  "returned at least one result".
+* **First-hit rank** of a query is read back from ``first_relevant_rank`` in
+  ``per_query.jsonl`` (per level; files written before it existed: ``1 / mrr``, and when either
+  run's file lacks it both are read that way); a miss is no relevant item within rank 10 (the
+  mrr cut-off) or within a shallower run's ``--k``; ``null`` means the query has no ground
+  truth at that level, and then "hit" means "returned at least one result".
 * **Classes.** miss→hit Win; hit→miss Regression (query with ground truth) or Loss (without);
   better rank Win, worse rank Loss; same rank or miss→miss Draw.
 * **Statistics** per gated metric over the queries where both runs have a value: mean delta
@@ -287,11 +288,13 @@ def _check(baseline: RunSide, candidate: RunSide, options: CompareOptions
     return problems, warnings, notes, level
 
 
-def _rank(row: PerQueryRow, level: str) -> tuple[bool, int | None]:
+def _rank(row: PerQueryRow, level: str, by_first_rank: bool) -> tuple[bool, int | None]:
     """(has ground truth, first-hit rank or None for a miss: nothing relevant in the top
-    ``MRR_CUTOFF``, or in the top ``--k`` of a shallower run), from ``first_relevant_rank``;
-    files written before it existed: from the per-query MRR (only at depth >= 10)."""
-    if row.first_relevant_rank is not None and level in row.first_relevant_rank:
+    ``MRR_CUTOFF``, or in the top ``--k`` of a shallower run), from ``first_relevant_rank``
+    when both runs' files have it; else from the per-query MRR (files written before it
+    existed; only at depth >= 10). Mixing the two would read a missing MRR as "no truth" on one
+    side only, i.e. as a miss."""
+    if by_first_rank:
         rank = row.first_relevant_rank[level]
         if rank is None:
             return False, (1 if row.hits else None)
@@ -316,9 +319,10 @@ def _refused(row: PerQueryRow) -> bool | None:
     return row.answer.get("refusal_reason") is not None
 
 
-def _query_diff(b: PerQueryRow, c: PerQueryRow, level: str, private: bool) -> QueryDiff:
-    truth_b, rank_b = _rank(b, level)
-    truth_c, rank_c = _rank(c, level)
+def _query_diff(b: PerQueryRow, c: PerQueryRow, level: str, private: bool,
+                by_first_rank: bool) -> QueryDiff:
+    truth_b, rank_b = _rank(b, level, by_first_rank)
+    truth_c, rank_c = _rank(c, level, by_first_rank)
     has_truth = truth_b or truth_c
     if has_truth and not (truth_b and truth_c):  # truth on one side only: a miss on the other
         rank_b = rank_b if truth_b else None
@@ -400,7 +404,10 @@ def compare_runs(baseline: RunSide, candidate: RunSide,
         raise ComparisonRefused(problems)
 
     private = baseline.private or candidate.private
-    queries = tuple(_query_diff(b, by_id_c[b.id], level, private) for b in shared)
+    by_first_rank = all(level in (r.first_relevant_rank or {})
+                        for side in (baseline, candidate) for r in side.rows)
+    queries = tuple(_query_diff(b, by_id_c[b.id], level, private, by_first_rank)
+                    for b in shared)
     counts = {k: 0 for k in KINDS} | Counter(q.kind for q in queries)
     n_truth = sum(q.has_truth for q in queries)
 

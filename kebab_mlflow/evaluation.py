@@ -142,7 +142,7 @@ def execute(options: RunOptions, *, progress: Any = None,
     open_s = time.perf_counter() - t_import
     params = prepared.params()
     t_log = time.perf_counter()
-    run_name = options.run_name or f"{options.preset}-{time.strftime('%Y%m%d-%H%M%S')}"
+    run_name = options.run_name or f"{prepared.preset}-{time.strftime('%Y%m%d-%H%M%S')}"
     run_id = tracker.start_run(experiment_id, run_name, prepared.tags(),
                                parent_run_id=options.parent_run_id)
     workdir = cache_root() / "work" / run_id
@@ -167,7 +167,7 @@ def execute(options: RunOptions, *, progress: Any = None,
         tracker.end_run_quietly(run_id, "FAILED")
         shutil.rmtree(workdir, ignore_errors=True)
         raise
-    title = options.run_name or f"{options.preset} on {prepared.golden.name}"
+    title = options.run_name or f"{prepared.preset} on {prepared.golden.name}"
     t_out = time.perf_counter()
     write_outputs(workdir, title, params, outcome.aggregate)
     outputs_s = time.perf_counter() - t_out

@@ -3,7 +3,8 @@ users ``jq``. Core keys (more may be added)::
 
     {"id", "query", "hits": [{"rank", "chunk_id", "doc_id", "score"}],
      "answer": {"text", "citations", "refusal_reason", "confidence", "raw_confidence"} | null,
-     "scores": {metric: value | null}, "latency_ms", "error"}
+     "scores": {metric: value | null}, "latency_ms", "error",
+     "first_relevant_rank": {level: rank | 0 (a miss) | null (no ground truth)}}
 
 A private golden set drops ``query`` and ``answer.text`` (ids and numbers only). Hit text is
 never written. Floats are written as JSON numbers, NaN scores as null.

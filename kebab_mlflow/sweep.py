@@ -78,6 +78,11 @@ class SweepRow:
     target: str | None = None  # evaluate another system (python:, http://, cmd:) in this row
     concurrency: int = 1
 
+    @property
+    def shown_preset(self) -> str:
+        """The preset as the row's run records it: ``target`` for a row that runs a target."""
+        return "target" if self.target else self.preset
+
 
 @dataclass(frozen=True)
 class SweepSpec:
@@ -585,7 +590,7 @@ def _run_rows(spec: SweepSpec, pending: Sequence[SweepRow], experiment: str, uri
 
     if pool is None or len(pending) <= 1:
         for row in pending:
-            on_event(f"row {row.name}: running ({row.preset})")
+            on_event(f"row {row.name}: running ({row.shown_preset})")
             options = row_options(spec, row, experiment, uri, parent_id)
             note(row, _outcome(spec, row, execute_row(options, spec.gauge_metrics)))
         return outcomes
@@ -619,7 +624,7 @@ def _run_rows(spec: SweepSpec, pending: Sequence[SweepRow], experiment: str, uri
                                                            parent_id), spec.gauge_metrics)] = row
         if queue:
             row = queue.popleft()
-            on_event(f"row {row.name}: running here ({row.preset})")
+            on_event(f"row {row.name}: running here ({row.shown_preset})")
             note(row, _outcome(spec, row, execute_row(
                 row_options(spec, row, experiment, uri, parent_id), spec.gauge_metrics)))
             collect([f for f in in_flight if f.done()])
@@ -664,7 +669,7 @@ def _parent_params(spec: SweepSpec) -> dict[str, Any]:
 
 def _describe_row(row: SweepRow) -> str:
     sets = " ".join(f"{k}={v}" for k, v in row.overrides.items())
-    return f"{row.preset} k={row.k}" + (f" {sets}" if sets else "")
+    return f"{row.shown_preset} k={row.k}" + (f" {sets}" if sets else "")
 
 
 def _resume_state(tracker: Any, spec: SweepSpec, experiment: str, ref: str
@@ -844,7 +849,7 @@ def leaderboard(spec: SweepSpec, result: SweepResult) -> tuple[str, str]:
                   + " | ".join(_ci(s) for s in stats) + " | "
                   + " | ".join(_fmt(r.overall.get(h)) for h in extra)
                   + f" | {r.run_id or '—'} |")
-        writer.writerow([rank, name, r.role, row.preset, row.k,
+        writer.writerow([rank, name, r.role, row.shown_preset, row.k,
                          " ".join(f"{k}={v}" for k, v in row.overrides.items()), r.status,
                          r.run_id or "",
                          *[_csv(s.get(f)) for s in stats for f in ("mean", "ci_low", "ci_high",

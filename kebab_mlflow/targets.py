@@ -414,6 +414,7 @@ def logged_options(spec: str) -> dict[str, str]:
     """The target's own options given in ``spec`` (timeout, retries, the jitter seed, …) for the
     run's params; not the version keys (logged as versions) nor the URL's other parameters,
     which may hold credentials."""
+    spec = spec.strip()
     kind = "http" if spec.startswith(("http://", "https://")) else spec.split(":", 1)[0]
     if kind not in OPTIONS or "?" not in spec:
         return {}
@@ -422,7 +423,7 @@ def logged_options(spec: str) -> dict[str, str]:
         options = dict(pairs)
     else:
         options = split_options(spec, kind, strict=False)[1]
-    return {k: (without_credentials(v) if k == "versions_url" else v)
+    return {k: (without_credentials(v.split("?")[0]) if k == "versions_url" else v.strip())
             for k, v in options.items() if k in OPTIONS[kind]}
 
 

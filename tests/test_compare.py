@@ -152,6 +152,19 @@ def test_first_relevant_rank_beyond_ten_is_a_miss_and_null_means_no_truth():
     assert sorted(kinds) == ["Draw", "Regression", "Win"]
 
 
+def test_an_old_per_query_file_without_first_relevant_rank_is_not_read_as_misses():
+    # a --k 5 run has no mrr; if only one side has first_relevant_rank, both are read the old
+    # way (no rank information), never "truth on one side only" = a miss on the other
+    hits = ({"rank": 1, "chunk_id": "d#0", "doc_id": "d", "score": 1.0},)
+    new = [PerQueryRow(q, q, hits, None, {"hit_at_5": 1.0}, 1.0, None, {"chunk": 1, "doc": 1})
+           for q in "abc"]
+    old = [PerQueryRow(q, q, hits, None, {"hit_at_5": 1.0}, 1.0, None) for q in "abc"]
+    for b, c in ((new, old), (old, new)):
+        result = compare_runs(_side("b", b), _side("c", c),
+                              CompareOptions(gates=("hit_at_5",), resamples=100))
+        assert [q.kind for q in result.queries] == ["Draw"] * 3 and result.verdict == "Same"
+
+
 def test_same_inputs_twice_give_identical_statistics(store):
     outs = [_json(_compare(store, "base", "rand", "--format", "json", "--no-log", "--seed",
                            "7")[1]) for _ in range(2)]

@@ -91,7 +91,7 @@ def test_split_sentences():
     "A panel headed by Nicholas E. Golovin met.", "Ruled in Brown v. Board of Education.",
     "The U.S. Army and the St. Johns River.", "As Jones et al. 1998 and Dr. Who said.",
     "J. R. R. Tolkien wrote it.", "Fresno, e.g. Kearney Boulevard.",
-    "Built by M. Theo Kearney in Mar. 1900."])
+    "Built by Theo M. Kearney in Mar. 1900.", "E. Mann, T. T. Tsui and Dr. Who met."])
 def test_an_initial_or_abbreviation_does_not_end_a_sentence(text):
     assert split_sentences(f"{text} Next one. E. Last") == [text, "Next one.", "E. Last"]
 
@@ -99,6 +99,9 @@ def test_an_initial_or_abbreviation_does_not_end_a_sentence(text):
 def test_words_that_only_end_like_an_abbreviation_still_end_a_sentence():
     assert split_sentences("It was DNA. Then RNA. A co. Fine. To St. Ok") == [
         "It was DNA.", "Then RNA.", "A co.", "Fine.", "To St. Ok"]
+    # a lone capital after a lowercase word is a letter, not an initial
+    assert split_sentences("Take vitamin C. We did.\tIn meiosis I. The end. A, B and C. Go") == [
+        "Take vitamin C.", "We did.", "In meiosis I.", "The end.", "A, B and C.", "Go"]
 
 
 def test_top_k_without_a_full_sort_breaks_ties_by_index():

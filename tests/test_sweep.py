@@ -347,6 +347,9 @@ def test_a_row_can_evaluate_a_target(tmp_path, store_uri):
     tiny = mlflow_client(store_uri).get_run(out["rows"]["tiny"])
     assert tiny.info.status == "FINISHED"
     assert tiny.data.params["backend"] == "target" and tiny.data.params["target"] == target
+    parent = mlflow_client(store_uri).get_run(out["parent_run_id"])
+    assert tiny.data.params["preset"] == "target" and \
+        parent.data.params["row.tiny"].startswith("target k=")  # not the unused preset
     bad = _sweep_file(tmp_path, SMALL.replace(
         "  - {name: bm25, preset: naive_baseline}\n",
         "  - {name: bm25, preset: naive_baseline}\n  - {name: t, target: 3, concurrency: 0}\n"),

@@ -467,6 +467,16 @@ def test_bad_option_values_are_all_reported():
 # --------------------------------------------------------------------------- end to end
 
 
+def test_logged_options_keep_keys_and_passwords_out():
+    from kebab_mlflow.targets import logged_options
+
+    spec = (" http://u:pw@h/s?token=SECRET&retries=3&seed=7&index_version=v2"
+            "&versions_url=http://u:pw@h/v%3Fkey%3DSECRET ")
+    assert logged_options(spec) == {"retries": "3", "seed": "7", "versions_url": "http://h/v"}
+    assert logged_options("cmd:search {query}?timeout=5") == {"timeout": "5"}
+    assert logged_options("python:pkg.mod:Pipe") == {}
+
+
 def test_run_with_each_target_kind_end_to_end(store_uri, fixture_server, tmp_path, monkeypatch):
     import yaml
     from mlflow.tracking import MlflowClient
