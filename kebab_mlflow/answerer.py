@@ -18,7 +18,8 @@ The best ``max_sentences`` sentences (ties: the better-ranked hit, then the earl
 sentence repeated by overlapping chunks counts once) become the answer, citing their chunks.
 Headings (lines without sentence punctuation) are never quoted.
 
-- Refusal: when no sentence is quotable or the best evidence score is below ``refuse_below``.
+- Refusal: when no sentence is quotable or the best evidence score is below ``refuse_below``;
+  a query without content words ("What is it?") is refused without a confidence.
   The gate keeps its meaning under the weighting: about half the query's evidence (0.5).
 - Raw confidence, in [0, 1], the evidence that the context answers the query. For an answer:
   ``best − runner_up / 2``, the mean of the best score and its margin over the best sentence
@@ -154,6 +155,10 @@ def has_answer_token(pattern: re.Pattern, query: str, sentence: str) -> bool:
 def extractive_answer(query: str, hits: Sequence[Hit], config: AnswererConfig,
                       calibrator: Callable[[float, bool], float] | None = None,
                       idf: Callable[[str], float] | None = None) -> Answer:
+    if sum(term_weights(query, idf).values()) <= 0:
+        # nothing to look for ("What is it?"): refused, with no confidence to report — the
+        # answerer cannot judge whether that refusal is right (left out of calibration)
+        return Answer("", (), "no_content_words")
     candidates = rank_sentences(query, hits, config.context_k, idf) if hits else []
     evidence = candidates[0].share if candidates else 0.0
 
