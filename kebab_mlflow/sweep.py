@@ -103,6 +103,7 @@ class SweepSpec:
     golden_name: str = ""
     golden_sha256: str = ""
     query_ids: tuple[str, ...] = ()
+    corpus_sha256: str = ""
 
     def row(self, name: str) -> SweepRow:
         return next(r for r in self.rows if r.name == name)
@@ -212,16 +213,17 @@ def _build(data: dict, node: Any, source: str, base: Path, sha256: str) -> Sweep
     roles = {primary: "primary", ceiling: "ceiling", **{f: "floor" for f in floors}}
     rows = [dataclasses.replace(r, role=roles.get(r.name, "variant")) for r in rows]
 
-    golden_set = None
+    golden_set = corpus_digest = None
     if golden is not None:
-        golden_set = _check_golden(golden, corpus, problems, where("golden"), where("corpus"))
+        golden_set, corpus_digest = _check_golden(golden, corpus, problems, where("golden"),
+                                                  where("corpus"))
     gauge_metrics = _check_metrics(gauge, golden_set, rows, problems, where("gauge_metrics"))
     if problems:
         raise SweepError(f"invalid sweep file {source}", problems)
     return SweepSpec(source, sha256, name, description, experiment, str(golden), str(corpus),
                      tuple(rows), primary, tuple(floors), ceiling, gauge_metrics, resamples,
                      seed, golden_set.name, golden_set.digest,
-                     tuple(q.id for q in golden_set.queries))
+                     tuple(q.id for q in golden_set.queries), corpus_digest or "")
 
 
 def _resolve(base: Path, value: str) -> Path:
@@ -290,6 +292,7 @@ def _rows(items: Any, node: Any, source: str, shared: Mapping[str, Any], default
 
 def _check_golden(golden: Path, corpus: Path | None, problems: list[Problem],
                   where_golden: str = "", where_corpus: str = ""):
+    """(the golden set or None, the corpus digest or None); problems are appended."""
     from kebab_mlflow.corpus import load_corpus
     from kebab_mlflow.errors import CorpusError, GoldenSetError
     from kebab_mlflow.golden import load_golden_set
@@ -301,12 +304,12 @@ def _check_golden(golden: Path, corpus: Path | None, problems: list[Problem],
         # problems inside the golden file point into it; an unreadable one at the sweep line
         problems.extend(exc.problems or [Problem(exc.summary, where_golden or str(golden))])
     if corpus is None:
-        return golden_set
+        return golden_set, None
     try:
         loaded = load_corpus(corpus)
     except CorpusError as exc:
         problems.extend(exc.problems or [Problem(exc.summary, where_corpus or str(corpus))])
-        return golden_set
+        return golden_set, None
     if golden_set is not None:
         known = {d.doc_id for d in loaded.documents}
         missing = sorted({d for q in golden_set.queries for d in q.expected_doc_ids} - known)
@@ -314,7 +317,7 @@ def _check_golden(golden: Path, corpus: Path | None, problems: list[Problem],
             problems.append(Problem(f"{len(missing)} expected doc id(s) of the golden set are "
                                     f"not in the corpus {corpus}: {', '.join(missing[:20])}",
                                     str(golden)))
-    return golden_set
+    return golden_set, loaded.digest
 
 
 def _check_metrics(names: list[str] | None, golden_set: Any, rows: Sequence[SweepRow],
@@ -652,7 +655,8 @@ def _parent_tags(spec: SweepSpec) -> dict[str, str]:
 
     commit, dirty = git_state()
     return {"kebab.kind": SWEEP_KIND, "kebab.sweep_sha256": spec.sha256,
-            "kebab.golden_sha256": spec.golden_sha256, "kebab.git_commit": commit,
+            "kebab.golden_sha256": spec.golden_sha256,
+            "kebab.corpus_sha256": spec.corpus_sha256, "kebab.git_commit": commit,
             "kebab.git_dirty": str(dirty).lower(), "kebab.tool_version": __version__,
             "kebab.sweep_primary": spec.primary}
 
@@ -687,6 +691,14 @@ def _resume_state(tracker: Any, spec: SweepSpec, experiment: str, ref: str
         raise SweepError(f"--resume {ref}: the sweep file {spec.path} changed since run "
                          f"{parent_id} started (sha256 {spec.sha256[:12]} vs "
                          f"{str(tags.get('kebab.sweep_sha256'))[:12]}); start a new sweep")
+    # the rows it would reuse were scored on the golden set and corpus of back then
+    for what, key, now in (("golden set", "kebab.golden_sha256", spec.golden_sha256),
+                           ("corpus", "kebab.corpus_sha256", spec.corpus_sha256)):
+        then = tags.get(key)
+        if then is not None and then != now:
+            raise SweepError(f"--resume {ref}: the {what} changed since run {parent_id} "
+                             f"started (sha256 {now[:12]} vs {then[:12]}); its finished rows "
+                             "were scored on the old one — start a new sweep")
     children = tracker.search_runs(
         [parent.info.experiment_id], f"tags.`mlflow.parentRunId` = '{parent_id}'")
     done: dict[str, RowOutcome] = {}

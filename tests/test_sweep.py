@@ -327,10 +327,19 @@ def test_resume_refuses_a_changed_sweep_file_or_a_non_sweep_run(tmp_path, store_
     eval_run = tracker.start_run(exp, "eval", {"kebab.kind": "eval"})
     with pytest.raises(SweepError, match="changed since run"):
         run_sweep(spec, tracking_uri=store_uri, resume=old_parent)
+    # same sweep file, but the golden set or the corpus it names changed since
+    assert len(spec.golden_sha256) == len(spec.corpus_sha256) == 64
+    for key, what in (("kebab.golden_sha256", "golden set"), ("kebab.corpus_sha256", "corpus")):
+        tags = {"kebab.kind": "sweep", "kebab.sweep_sha256": spec.sha256,
+                "kebab.golden_sha256": spec.golden_sha256,
+                "kebab.corpus_sha256": spec.corpus_sha256, key: "1" * 64}
+        stale = tracker.start_run(exp, f"stale-{what}", tags)
+        with pytest.raises(SweepError, match=f"the {what} changed since run {stale}"):
+            run_sweep(spec, tracking_uri=store_uri, resume=stale)
     with pytest.raises(SweepError, match="is not a sweep parent \\(kind 'eval'\\)"):
         run_sweep(spec, tracking_uri=store_uri, resume=eval_run)
     assert SweepError.exit_code == 2
-    assert len(runs_in(store_uri)) == 2  # nothing was run
+    assert len(runs_in(store_uri)) == 4  # nothing was run
 
 
 def test_a_row_can_evaluate_a_target(tmp_path, store_uri):
