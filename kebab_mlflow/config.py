@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import math
 import re
 from typing import Any
 
@@ -39,6 +40,17 @@ PRESETS: dict[str, tuple[str, dict[str, Any]]] = {
     "dense": ("sentence embeddings (all-MiniLM-L6-v2), exact inner product",
               {"backend": "dense"}),
     "hybrid": ("reciprocal-rank fusion of BM25 and dense", {"backend": "hybrid"}),
+}
+
+# The values a numeric key may take: (lowest, highest), inclusive, None = unbounded. Checked by
+# build_config, so `run`, `calibrate` and a sweep's up-front validation all refuse them before
+# any run exists (a negative top_k or a NaN k1 used to make a run of zeros that "finished").
+RANGES: dict[str, tuple[float | None, float | None]] = {
+    "top_k": (1, None), "chunker.max_chars": (1, None), "chunker.overlap_chars": (0, None),
+    "bm25.k1": (0, None), "bm25.b": (0, 1), "dense.batch_size": (1, None),
+    "dense.max_seq_length": (1, None), "hybrid.rrf_k": (0, None), "hybrid.depth": (1, None),
+    "answer.context_k": (1, None), "answer.max_sentences": (1, None),
+    "answer.refuse_below": (0, 1),
 }
 
 SECRET_RE = re.compile(r"(secret|password|passwd|token|api[_-]?key|credential|auth)", re.I)
@@ -101,8 +113,26 @@ def _apply(config: dict[str, Any], overrides: dict[str, Any], source: str) -> No
                                 f"{', '.join(BACKENDS)}", source))
     if config["chunker"]["mode"] not in ("structure", "document"):
         problems.append(Problem("chunker.mode must be 'structure' or 'document'", source))
+    problems += [Problem(message, source) for message in _out_of_range(flatten(config))]
     if problems:
         raise ConfigError("invalid configuration", problems)
+
+
+def _out_of_range(flat: dict[str, Any]) -> list[str]:
+    out = []
+    for key, (low, high) in RANGES.items():
+        value = flat[key]
+        if value is None:  # only the nullable keys (top_k, dense.max_seq_length) can be
+            continue
+        bounds = " and ".join(f"{word} {b:g}" for word, b in ((">=", low), ("<=", high))
+                              if b is not None)
+        if not math.isfinite(value) or (low is not None and value < low) or \
+                (high is not None and value > high):
+            out.append(f"{key} must be {bounds}, got {value!r}")
+    if flat["chunker.overlap_chars"] >= flat["chunker.max_chars"] >= 1:
+        out.append(f"chunker.overlap_chars ({flat['chunker.overlap_chars']}) must be less than "
+                   f"chunker.max_chars ({flat['chunker.max_chars']})")
+    return out
 
 
 def _coerce(key: str, raw: Any, default: Any) -> Any:

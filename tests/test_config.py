@@ -62,6 +62,28 @@ def test_every_override_problem_is_reported_at_once():
                             "oracle"]
 
 
+def test_out_of_range_and_non_finite_values_are_refused():
+    bad = {"top_k": "0", "chunker.max_chars": "-5", "bm25.k1": "nan", "bm25.b": "inf",
+           "hybrid.rrf_k": "-60", "hybrid.depth": "0", "answer.context_k": "0",
+           "answer.max_sentences": "-1", "answer.refuse_below": "-2"}
+    with pytest.raises(ConfigError) as info:
+        build_config(overrides=bad)
+    problems = [p.message for p in info.value.problems]
+    assert problems == [
+        "top_k must be >= 1, got 0", "chunker.max_chars must be >= 1, got -5",
+        "bm25.k1 must be >= 0, got nan", "bm25.b must be >= 0 and <= 1, got inf",
+        "hybrid.rrf_k must be >= 0, got -60", "hybrid.depth must be >= 1, got 0",
+        "answer.context_k must be >= 1, got 0", "answer.max_sentences must be >= 1, got -1",
+        "answer.refuse_below must be >= 0 and <= 1, got -2.0"]
+    with pytest.raises(ConfigError, match="chunker.overlap_chars \\(800\\) must be less than"):
+        build_config(overrides={"chunker.overlap_chars": "800"})
+    # the edges are fine, and top_k may stay unset
+    edges = {"top_k": "1", "bm25.k1": "0", "bm25.b": "1", "answer.refuse_below": "0",
+             "chunker.overlap_chars": "0", "hybrid.rrf_k": "0"}
+    assert build_config(overrides=edges)["bm25"]["b"] == 1.0
+    assert build_config()["top_k"] is None
+
+
 def test_bad_set_syntax():
     with pytest.raises(ConfigError, match="expected KEY=VALUE, got 'bm25.k1'"):
         parse_overrides(["bm25.k1"])

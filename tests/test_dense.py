@@ -73,6 +73,8 @@ def first_build(fixture_chunks, shared_cache):
         config = build_config("dense")
         folder = reference._index_folder(load_corpus(KB),
                                          reference.versions_for(config, embedding_version(CONFIG)))
+        for stale in folder.glob("dense-*"):  # an earlier module may have embedded them
+            stale.unlink()
         model = dense.load_model(CONFIG)
         calls: list[int] = []
         mp.setattr(model, "encode", _counting(model, calls))
