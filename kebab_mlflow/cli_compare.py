@@ -54,7 +54,7 @@ def compare(
     from kebab_mlflow.console import err
     from kebab_mlflow.tracking import Tracker
 
-    options = cmp.CompareOptions(gates=tuple(gate) if gate else cmp.DEFAULT_GATES, alpha=alpha,
+    options = cmp.CompareOptions(gates=tuple(gate) if gate else None, alpha=alpha,
                                  resamples=resamples, seed=seed, strict=strict,
                                  allow_golden_mismatch=allow_golden_mismatch)
     tracker = Tracker(tracking_uri)

@@ -99,7 +99,7 @@ class RunSide:
 
 @dataclass(frozen=True)
 class CompareOptions:
-    gates: tuple[str, ...] = DEFAULT_GATES
+    gates: tuple[str, ...] | None = None  # None: the DEFAULT_GATES that both runs scored
     alpha: float = 0.05
     confidence: float = 0.95
     resamples: int = 10_000
@@ -116,7 +116,7 @@ class CompareOptions:
             problems.append(Problem(f"confidence must be in (0, 1), got {self.confidence}"))
         if self.resamples < 1:
             problems.append(Problem(f"resamples must be >= 1, got {self.resamples}"))
-        if not self.gates:
+        if self.gates is not None and not self.gates:
             problems.append(Problem("at least one gated metric is needed", "--gate"))
         if problems:
             from kebab_mlflow.errors import InputError
@@ -341,22 +341,28 @@ def _query_diff(b: PerQueryRow, c: PerQueryRow, level: str, private: bool,
     return QueryDiff(b.id, query, has_truth, rank_b, rank_c, kind, contains, refusal, top)
 
 
-def _gate_names(gates: Sequence[str], level: str, available: set[str]
-                ) -> tuple[list[tuple[str, str]], list[Problem]]:
+def _gate_names(gates: Sequence[str] | None, level: str, available: set[str]
+                ) -> tuple[list[tuple[str, str]], list[Problem], list[str]]:
+    """(gate as asked, metric compared) pairs, problems, notes. Without ``--gate`` the default
+    gates that either run lacks (``contains_all`` of a set without ask queries) are skipped
+    with a note; a gate the user named must exist."""
     pairs, missing, seen = [], [], set()
-    for gate in gates:
+    for gate in gates if gates is not None else DEFAULT_GATES:
         name = doc_variant(gate) if level == "doc" else gate
         if name not in available:
             missing.append(repr(name))
         elif name not in seen:
             seen.add(name)
             pairs.append((gate, name))
+    if gates is None and pairs:
+        return pairs, [], [f"default gate {m} skipped: not in both runs' per-query scores"
+                           for m in missing]
     if not missing:
-        return pairs, []
+        return pairs, [], []
     valid = ", ".join(sorted(available)) or "(none)"
     what = "metric" if len(missing) == 1 else "metrics"
     return pairs, [Problem(f"unknown gated {what} {', '.join(missing)} (not in the per-query "
-                           f"scores of both runs); valid metrics: {valid}", "--gate")]
+                           f"scores of both runs); valid metrics: {valid}", "--gate")], []
 
 
 def rule_text(options: CompareOptions) -> str:
@@ -397,9 +403,10 @@ def compare_runs(baseline: RunSide, candidate: RunSide,
         problems.append(Problem("the runs share no query id", "golden set"))
     available = ({k for r in baseline.rows for k in r.scores}
                  & {k for r in candidate.rows for k in r.scores})
-    gates, gate_problems = _gate_names(options.gates, level, available)
+    gates, gate_problems, gate_notes = _gate_names(options.gates, level, available)
     if baseline.rows and candidate.rows:  # else the gates cannot be checked
         problems += gate_problems
+        notes += gate_notes
     if problems:
         raise ComparisonRefused(problems)
 
@@ -488,7 +495,8 @@ def to_json(c: Comparison) -> dict[str, Any]:
         "level": c.level,
         "notes": list(c.notes),
         "warnings": list(c.warnings),
-        "settings": {"gates": list(o.gates), "alpha": o.alpha, "confidence": o.confidence,
+        "settings": {"gates": [m.gate for m in c.metrics], "alpha": o.alpha,
+                     "confidence": o.confidence,
                      "resamples": o.resamples, "seed": o.seed, "strict": o.strict,
                      "allow_golden_mismatch": o.allow_golden_mismatch,
                      "small_set_threshold": o.small_set, "multiple_comparisons": "holm"},

@@ -165,6 +165,24 @@ def test_an_old_per_query_file_without_first_relevant_rank_is_not_read_as_misses
         assert [q.kind for q in result.queries] == ["Draw"] * 3 and result.verdict == "Same"
 
 
+def test_default_gates_that_a_run_lacks_are_skipped_but_named_gates_must_exist():
+    # a golden set without ask queries has no contains_all: the defaults go on without it
+    hits = ({"rank": 1, "chunk_id": "d#0", "doc_id": "d", "score": 1.0},)
+    rows = [PerQueryRow(q, q, hits, None, {"hit_at_5": 1.0, "mrr": 1.0,
+                                           "precision_at_5_chunk": 0.2,
+                                           "recall_at_10_doc": 1.0}, 1.0, None)
+            for q in "abc"]
+    result = compare_runs(_side("b", rows), _side("c", rows), CompareOptions(resamples=100))
+    assert [m.gate for m in result.metrics] == ["hit_at_5", "mrr", "precision_at_5_chunk",
+                                                "recall_at_10_doc"]
+    assert result.notes == ("default gate 'contains_all' skipped: not in both runs' per-query "
+                            "scores",)
+    assert to_json(result)["settings"]["gates"] == [m.gate for m in result.metrics]
+    with pytest.raises(ComparisonRefused, match="unknown gated metric 'contains_all'"):
+        compare_runs(_side("b", rows), _side("c", rows),
+                     CompareOptions(gates=("hit_at_5", "contains_all"), resamples=100))
+
+
 def test_same_inputs_twice_give_identical_statistics(store):
     outs = [_json(_compare(store, "base", "rand", "--format", "json", "--no-log", "--seed",
                            "7")[1]) for _ in range(2)]
