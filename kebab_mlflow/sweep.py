@@ -37,6 +37,7 @@ import json
 import math
 import re
 import shutil
+import signal
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -542,18 +543,26 @@ def _start_pool(workers: int) -> Any:
     # row), so import it all here first. ProcessPoolExecutor forks on the first submit; the
     # worker drops the inherited store connections before its first row.
     try:
-        context = multiprocessing.get_context("fork")
-        initializer = _forget_inherited_connections
+        context, forked = multiprocessing.get_context("fork"), True
         _warm_worker()
     except ValueError:  # no fork on this platform
-        context, initializer = multiprocessing.get_context("spawn"), _warm_worker
-    return ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=initializer)
+        context, forked = multiprocessing.get_context("spawn"), False
+    return ProcessPoolExecutor(max_workers=workers, mp_context=context,
+                               initializer=_init_worker, initargs=(forked,))
 
 
-def _forget_inherited_connections() -> None:
-    from kebab_mlflow.tracking import forget_inherited_connections
+def _init_worker(forked: bool) -> None:
+    """A worker leaves Ctrl-C to the sweep process, which stops it with SIGTERM: a row running
+    then ends KILLED (``evaluation.execute`` turns SIGTERM into an interrupt while it runs), an
+    idle worker just exits — without a traceback from ``call_queue.get``."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if forked:
+        from kebab_mlflow.tracking import forget_inherited_connections
 
-    forget_inherited_connections()
+        forget_inherited_connections()
+    else:
+        _warm_worker()
 
 
 def _stop_pool(pool: Any, terminate: bool = False) -> None:
@@ -598,20 +607,45 @@ def _run_rows(spec: SweepSpec, pending: Sequence[SweepRow], experiment: str, uri
             note(row, _outcome(spec, row, execute_row(options, spec.gauge_metrics)))
         return outcomes
 
+    import threading
     from collections import deque
     from concurrent.futures import FIRST_COMPLETED, wait
 
-    # This process works too: it has everything imported already, while the pool's workers
-    # (jobs − 1 of them) pay their start-up once. A worker gets a new row only when it is idle,
-    # so the slow rows (sorted first) are spread over both.
+    # Rows wait in one queue, slowest first. A feeder thread keeps each of the pool's workers
+    # (jobs − 1) on a row from the front, handing the next one over the moment a worker is
+    # free; this process, which has everything imported already, runs rows from the back (the
+    # cheap ones) meanwhile. A worker holds one row at a time, so nobody idles while rows wait.
     queue = deque(sorted(pending, key=lambda r: -_cost(r)))
-    in_flight: dict[Any, SweepRow] = {}
-    on_event(f"running {len(pending)} row(s) in this process and "
-             f"{pool._max_workers} worker process(es)")
+    lock = threading.Lock()
+    finished: list[tuple[SweepRow, Any]] = []  # (row, future) from the workers, in order
+    failure: list[BaseException] = []
 
-    def collect(done) -> None:
-        for future in done:
-            row = in_flight.pop(future)
+    def take(front: bool) -> SweepRow | None:
+        with lock:
+            return (queue.popleft() if front else queue.pop()) if queue else None
+
+    def submit(row: SweepRow) -> Any:
+        return pool.submit(execute_row, row_options(spec, row, experiment, uri, parent_id),
+                           spec.gauge_metrics)
+
+    # the first submit forks the workers: here, while this is the only thread (a fork while
+    # another thread holds a lock, the import lock say, leaves the child waiting on it forever)
+    in_flight = {submit(row): row for _ in range(pool._max_workers)
+                 if (row := take(front=True)) is not None}
+
+    def feed() -> None:
+        try:
+            while in_flight:
+                for future in wait(list(in_flight), return_when=FIRST_COMPLETED).done:
+                    finished.append((in_flight.pop(future), future))
+                    if (row := take(front=True)) is not None:
+                        in_flight[submit(row)] = row
+        except BaseException as exc:  # noqa: BLE001 - handed to the sweep's own thread
+            failure.append(exc)
+
+    def collect() -> None:
+        while finished:
+            row, future = finished.pop(0)
             try:
                 reply = future.result()
             except KebabError:
@@ -620,21 +654,25 @@ def _run_rows(spec: SweepSpec, pending: Sequence[SweepRow], experiment: str, uri
                 reply = {"error": f"{type(exc).__name__}: {exc}", "seconds": 0.0}
             note(row, _outcome(spec, row, reply))
 
-    while queue or in_flight:
-        while queue and len(in_flight) < pool._max_workers:
-            row = queue.popleft()
-            in_flight[pool.submit(execute_row, row_options(spec, row, experiment, uri,
-                                                           parent_id), spec.gauge_metrics)] = row
-        if queue:
-            row = queue.popleft()
+    on_event(f"running {len(pending)} row(s) in this process and "
+             f"{pool._max_workers} worker process(es)")
+    feeder = threading.Thread(target=feed, name="kebab-sweep-feeder", daemon=True)
+    feeder.start()
+    try:
+        while (row := take(front=False)) is not None:
             on_event(f"row {row.name}: running here ({row.shown_preset})")
             note(row, _outcome(spec, row, execute_row(
                 row_options(spec, row, experiment, uri, parent_id), spec.gauge_metrics)))
-            collect([f for f in in_flight if f.done()])
-        else:
-            collect(wait(in_flight, return_when=FIRST_COMPLETED).done)
+            collect()
+        feeder.join()
+    except BaseException:  # interrupted: the feeder must not hand out another row
+        with lock:
+            queue.clear()
+        raise
+    if failure:
+        raise failure[0]
+    collect()
     return outcomes
-
 
 
 def _kill_running_children(tracker: Any, parent_id: str) -> None:

@@ -4,8 +4,10 @@ on the parent, failed rows and --resume (issue 6)."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -313,6 +315,43 @@ def test_resume_reruns_only_the_killed_row(tmp_path, store_uri):
                                 "--resume", parent_id])
     assert json.loads(again.stdout)["rows"] == after["rows"]
     assert len(_children(store_uri, parent_id)) == 5
+
+
+SLOW_TARGET = """\
+import time
+from kebab_mlflow.pipeline import Hit
+
+def search(query, k):
+    time.sleep(0.2)
+    return [Hit("harbor-transit#0", "harbor-transit", 1.0, 1)]
+"""
+
+
+def test_sigterm_with_jobs_ends_runs_killed_without_idle_worker_tracebacks(tmp_path, store_uri):
+    slow = write(tmp_path / "slow.py", SLOW_TARGET)
+    path = _sweep_file(tmp_path, f"""\
+floors: [random_retrieval]
+gauge_metrics: [hit_at_5]
+rows:
+  - {{name: slow, target: 'python:{slow}:search'}}
+""")
+    with subprocess.Popen([sys.executable, "-c", "from kebab_mlflow.cli import main; main()",
+                           "sweep", str(path), "--jobs", "2", "--tracking-uri", store_uri],
+                          stderr=subprocess.PIPE, text=True) as proc:
+        seen = []
+        for line in proc.stderr:
+            seen.append(line)
+            if "row slow: running here" in line:
+                break
+        time.sleep(3.0)  # the worker finishes the random floor (~1 s) and goes idle
+        proc.send_signal(signal.SIGTERM)
+        rest = proc.stderr.read()
+        assert proc.wait(timeout=60) == 130, "".join(seen) + rest
+    assert "Traceback" not in rest and "KeyboardInterrupt" not in rest, rest
+    assert "ended as KILLED" in rest
+    statuses = {r.info.run_name: r.info.status for r in runs_in(store_uri)}
+    assert "RUNNING" not in statuses.values(), statuses
+    assert list(statuses.values()).count("KILLED") == 2  # the parent and the slow row
 
 
 def test_resume_refuses_a_changed_sweep_file_or_a_non_sweep_run(tmp_path, store_uri):
