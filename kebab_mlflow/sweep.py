@@ -282,6 +282,13 @@ def _rows(items: Any, node: Any, source: str, shared: Mapping[str, Any], default
         if target is not None and not (isinstance(target, str) and target.strip()):
             problems.append(Problem(f"row {name}: 'target' must be a target spec string "
                                     "(python:..., http://..., cmd:...)", loc))
+        elif target is not None:
+            from kebab_mlflow.targets import TargetError, check_target
+
+            try:
+                check_target(target)
+            except TargetError as exc:
+                problems.append(Problem(f"row {name}: {exc}", loc))
         if not _is_int(concurrency) or concurrency < 1:
             problems.append(Problem(f"row {name}: 'concurrency' must be an integer >= 1", loc))
             concurrency = 1

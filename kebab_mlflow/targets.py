@@ -410,6 +410,34 @@ def load_target(spec: str, *, concurrency: int = 1) -> Target:
                       "python:MODULE:ATTR, http(s)://URL or cmd:TEMPLATE")
 
 
+def check_target(spec: str) -> None:
+    """What can be checked of a spec without running the target (a sweep's up-front check): its
+    kind, syntax and options, a ``python:`` file or ``cmd:`` program that exists. Importing the
+    module, probing the server and the versions are left to :func:`load_target` at row time."""
+    spec = spec.strip()
+    if spec.startswith("python:"):
+        body, raw = split_options(spec[len("python:"):], "python", strict=True)
+        parse_options(raw, spec)
+        module_name, sep, attr = body.rpartition(":")
+        if not sep or not module_name or not attr:
+            raise TargetError(f"--target {spec!r}: expected python:package.module:attr or "
+                              "python:path/to/file.py:attr")
+        is_path = module_name.endswith(".py") or "/" in module_name or os.sep in module_name
+        if is_path and not Path(module_name).is_file():
+            raise TargetError(f"--target {spec!r}: no such file {module_name}")
+    elif spec.startswith(("http://", "https://")):
+        parts = urllib.parse.urlsplit(spec)
+        allowed = (*OPTIONS["http"], *VERSION_KEYS)
+        parse_options({k: v for k, v in urllib.parse.parse_qsl(parts.query) if k in allowed},
+                      spec)
+        if not parts.hostname:
+            raise TargetError(f"--target {spec!r}: the URL has no host")
+    elif spec.startswith("cmd:"):
+        _load_cmd(spec, 1)  # runs nothing: checks the template and that the program exists
+    else:
+        load_target(spec)  # the unknown-kind error
+
+
 def logged_options(spec: str) -> dict[str, str]:
     """The target's own options given in ``spec`` (timeout, retries, the jitter seed, …) for the
     run's params; not the version keys (logged as versions) nor the URL's other parameters,

@@ -400,9 +400,19 @@ def test_a_row_can_evaluate_a_target(tmp_path, store_uri):
         parent.data.params["row.tiny"].startswith("target k=")  # not the unused preset
     bad = _sweep_file(tmp_path, SMALL.replace(
         "  - {name: bm25, preset: naive_baseline}\n",
-        "  - {name: bm25, preset: naive_baseline}\n  - {name: t, target: 3, concurrency: 0}\n"),
+        "  - {name: bm25, preset: naive_baseline}\n  - {name: t, target: 3, concurrency: 0}\n"
+        f"  - {{name: nofile, target: 'python:{tmp_path}/none.py:f'}}\n"
+        "  - {name: noprog, target: 'cmd:no-such-program-kebab {query}'}\n"
+        "  - {name: nohost, target: 'http:///search'}\n"
+        "  - {name: hyb0, preset: hybrid, hybrid.depth: 0}\n"),
         name="bad.yaml")
     with pytest.raises(SweepError) as info:
         load_sweep(bad)
-    assert "row t: 'target' must be a target spec string" in str(info.value)
-    assert "row t: 'concurrency' must be an integer >= 1" in str(info.value)
+    text = str(info.value)  # all found before anything runs, as `run` would refuse them
+    assert "row t: 'target' must be a target spec string" in text
+    assert "row t: 'concurrency' must be an integer >= 1" in text
+    assert f"row nofile: --target 'python:{tmp_path}/none.py:f': no such file" in text
+    assert "row noprog: --target 'cmd:no-such-program-kebab {query}': program " \
+        "'no-such-program-kebab' not found" in text
+    assert "row nohost: --target 'http:///search': the URL has no host" in text
+    assert "hybrid.depth must be >= 1, got 0" in text
