@@ -192,6 +192,10 @@ def load_pair(tracker: Any, experiment: str, baseline_ref: str, candidate_ref: s
                         "FINISHED runs can be compared", role)
                 for role, r in zip(("baseline", "candidate"), runs, strict=True)
                 if r.info.status != "FINISHED"]
+    problems += [Problem(f"run {r.info.run_id} ({r.info.run_name}) is a sweep parent, not an eval "
+                         "run; compare two of its rows (its child runs) instead", role)
+                 for role, r in zip(("baseline", "candidate"), runs, strict=True)
+                 if r.data.tags.get("kebab.kind") == "sweep"]
     if problems:
         raise ComparisonRefused(problems)
     with tempfile.TemporaryDirectory(prefix="kebab-compare-", dir=workdir) as tmp:

@@ -214,8 +214,10 @@ def _parse_query(item: Any, node: Any, index: int, at: Callable[[Any], str],
     for key in sorted(set(map(str, item)) - set(QUERY_FIELDS)):
         bad(f"unknown key {key!r}", key)
     for key in ("id", "query"):
-        if item.get(key) in (None, ""):
+        if key not in item or item[key] is None:
             bad(f"missing required key {key!r}")
+        elif isinstance(item[key], str) and not item[key].strip():
+            bad(f"{key!r} is empty", key)
     for key, (types, type_name) in QUERY_FIELDS.items():
         value = item.get(key)
         if value is None:

@@ -235,6 +235,13 @@ def test_unfinished_run_is_refused_naming_its_status(store):
     assert res.exit_code == 2
     assert f"candidate: run {run_id} (killed-run) is KILLED; only FINISHED runs can be " \
            "compared" in out
+    sweep_id = tracker.start_run(tracker.experiment_id("kebab-eval"), "a-sweep",
+                                 {"kebab.kind": "sweep"})
+    tracker.end_run(sweep_id, "FINISHED")
+    res, out = _compare(store, sweep_id, "base")
+    assert res.exit_code == 2
+    assert f"baseline: run {sweep_id} (a-sweep) is a sweep parent, not an eval run" \
+        in " ".join(out.split())
 
 
 def test_tampered_per_query_is_refused(store, tmp_path):

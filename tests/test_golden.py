@@ -112,12 +112,18 @@ def test_missing_id_missing_query_not_a_mapping_bad_id_type(tmp_path):
           - just a string
           - id: true
             query: x
+          - id: q5
+            query: ""
+          - id: q6
+            query: "   "
         """)
     assert problems == [
         f"{tmp_path}/g.yaml:2: missing required key 'id'",
         f"{tmp_path}/g.yaml:3 [query q2]: missing required key 'query'",
         f"{tmp_path}/g.yaml:4: query #3 must be a mapping",
         f"{tmp_path}/g.yaml:5: 'id' must be a string, got bool",
+        f"{tmp_path}/g.yaml:8 [query q5]: 'query' is empty",
+        f"{tmp_path}/g.yaml:10 [query q6]: 'query' is empty",
     ]
 
 
