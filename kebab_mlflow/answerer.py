@@ -132,9 +132,11 @@ def _share(weights: dict[str, float], tokens: set[str] | frozenset[str]) -> floa
 
 
 def coverage(query: str, hits: Sequence[Hit], context_k: int,
-             idf: Callable[[str], float] | None = None) -> float:
-    """The largest weighted share of the query's content tokens that one context chunk holds."""
-    weights = term_weights(query, idf)
+             idf: Callable[[str], float] | None = None,
+             weights: dict[str, float] | None = None) -> float:
+    """The largest weighted share of the query's content tokens that one context chunk holds
+    (``weights``: the query's :func:`term_weights`, when the caller has them)."""
+    weights = weights if weights is not None else term_weights(query, idf)
     if not weights:
         return 0.0
     return max((_share(weights, set(tokenize(h.text))) for h in hits[:context_k]), default=0.0)
@@ -155,11 +157,12 @@ def has_answer_token(pattern: re.Pattern, query: str, sentence: str) -> bool:
 def extractive_answer(query: str, hits: Sequence[Hit], config: AnswererConfig,
                       calibrator: Callable[[float, bool], float] | None = None,
                       idf: Callable[[str], float] | None = None) -> Answer:
-    if sum(term_weights(query, idf).values()) <= 0:
+    weights = term_weights(query, idf)
+    if sum(weights.values()) <= 0:
         # nothing to look for ("What is it?"): refused, with no confidence to report — the
         # answerer cannot judge whether that refusal is right (left out of calibration)
         return Answer("", (), "no_content_words")
-    candidates = rank_sentences(query, hits, config.context_k, idf) if hits else []
+    candidates = rank_sentences(query, hits, config.context_k, weights=weights) if hits else []
     evidence = candidates[0].share if candidates else 0.0
 
     def confidence(raw: float, refusal: bool) -> float:
@@ -168,7 +171,7 @@ def extractive_answer(query: str, hits: Sequence[Hit], config: AnswererConfig,
     if not candidates or evidence < config.refuse_below:
         reason = ("no_hits" if not hits else "no_quotable_sentence" if not candidates
                   else f"best evidence {evidence:.2f} below gate {config.refuse_below}")
-        raw = coverage(query, hits, config.context_k, idf)
+        raw = coverage(query, hits, config.context_k, weights=weights)
         return Answer("", (), reason, confidence(raw, True), raw)
     raw = raw_confidence(candidates, config.max_sentences)
     chosen = candidates[: config.max_sentences]
@@ -178,9 +181,11 @@ def extractive_answer(query: str, hits: Sequence[Hit], config: AnswererConfig,
 
 
 def rank_sentences(query: str, hits: Sequence[Hit], context_k: int,
-                   idf: Callable[[str], float] | None = None) -> list[Candidate]:
-    """Quotable sentences of the first ``context_k`` hits, best first, each sentence once."""
-    weights = term_weights(query, idf)
+                   idf: Callable[[str], float] | None = None,
+                   weights: dict[str, float] | None = None) -> list[Candidate]:
+    """Quotable sentences of the first ``context_k`` hits, best first, each sentence once
+    (``weights``: the query's :func:`term_weights`, when the caller has them)."""
+    weights = weights if weights is not None else term_weights(query, idf)
     if not weights or sum(weights.values()) <= 0:
         return []
     wanted = answer_type(query)

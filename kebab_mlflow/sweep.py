@@ -607,11 +607,14 @@ def _run_rows(spec: SweepSpec, pending: Sequence[SweepRow], experiment: str, uri
         else:
             on_event(f"row {row.name}: FAILED — {outcome.error}")
 
+    def run_here(row: SweepRow, where: str = "") -> None:
+        on_event(f"row {row.name}: running{where} ({row.shown_preset})")
+        note(row, _outcome(spec, row, execute_row(
+            row_options(spec, row, experiment, uri, parent_id), spec.gauge_metrics)))
+
     if pool is None or len(pending) <= 1:
         for row in pending:
-            on_event(f"row {row.name}: running ({row.shown_preset})")
-            options = row_options(spec, row, experiment, uri, parent_id)
-            note(row, _outcome(spec, row, execute_row(options, spec.gauge_metrics)))
+            run_here(row)
         return outcomes
 
     import threading
@@ -667,9 +670,7 @@ def _run_rows(spec: SweepSpec, pending: Sequence[SweepRow], experiment: str, uri
     feeder.start()
     try:
         while (row := take(front=False)) is not None:
-            on_event(f"row {row.name}: running here ({row.shown_preset})")
-            note(row, _outcome(spec, row, execute_row(
-                row_options(spec, row, experiment, uri, parent_id), spec.gauge_metrics)))
+            run_here(row, " here")
             collect()
         feeder.join()
     except BaseException:  # interrupted: the feeder must not hand out another row

@@ -416,22 +416,9 @@ def check_target(spec: str) -> None:
     module, probing the server and the versions are left to :func:`load_target` at row time."""
     spec = spec.strip()
     if spec.startswith("python:"):
-        body, raw = split_options(spec[len("python:"):], "python", strict=True)
-        parse_options(raw, spec)
-        module_name, sep, attr = body.rpartition(":")
-        if not sep or not module_name or not attr:
-            raise TargetError(f"--target {spec!r}: expected python:package.module:attr or "
-                              "python:path/to/file.py:attr")
-        is_path = module_name.endswith(".py") or "/" in module_name or os.sep in module_name
-        if is_path and not Path(module_name).is_file():
-            raise TargetError(f"--target {spec!r}: no such file {module_name}")
+        _parse_python(spec)
     elif spec.startswith(("http://", "https://")):
-        parts = urllib.parse.urlsplit(spec)
-        allowed = (*OPTIONS["http"], *VERSION_KEYS)
-        parse_options({k: v for k, v in urllib.parse.parse_qsl(parts.query) if k in allowed},
-                      spec)
-        if not parts.hostname:
-            raise TargetError(f"--target {spec!r}: the URL has no host")
+        _parse_http(spec)
     elif spec.startswith("cmd:"):
         _load_cmd(spec, 1)  # runs nothing: checks the template and that the program exists
     else:
@@ -447,8 +434,7 @@ def logged_options(spec: str) -> dict[str, str]:
     if kind not in OPTIONS or "?" not in spec:
         return {}
     if kind == "http":
-        pairs = urllib.parse.parse_qsl(urllib.parse.urlsplit(spec).query, keep_blank_values=True)
-        options = dict(pairs)
+        options = _http_options(spec)[1]
     else:
         options = split_options(spec, kind, strict=False)[1]
     return {k: (without_credentials(v.split("?")[0]) if k == "versions_url" else v.strip())
@@ -526,13 +512,29 @@ def snapshot(reported: Mapping[str, Any] | None, configured: Mapping[str, str], 
     return VersionSnapshot(**{k: merged.get(k, UNKNOWN) for k in VERSION_KEYS})
 
 
-def _load_python(spec: str, concurrency: int) -> PythonTarget:
+def _parse_python(spec: str) -> tuple[str, str, TargetOptions]:
+    """(module or file, attribute, options) of a ``python:`` spec; a file must exist."""
     body, raw = split_options(spec[len("python:"):], "python", strict=True)
     options = parse_options(raw, spec)
     module_name, sep, attr = body.rpartition(":")
     if not sep or not module_name or not attr:
         raise TargetError(f"--target {spec!r}: expected python:package.module:attr or "
                           "python:path/to/file.py:attr")
+    path = _file_of(module_name)
+    if path is not None and not path.is_file():
+        raise TargetError(f"--target {spec!r}: no such file {module_name}")
+    return module_name, attr, options
+
+
+def _file_of(module_name: str) -> Path | None:
+    """The file a ``python:`` spec names (``dir/x.py``), or None for a module name."""
+    if module_name.endswith(".py") or "/" in module_name or os.sep in module_name:
+        return Path(module_name).resolve()
+    return None
+
+
+def _load_python(spec: str, concurrency: int) -> PythonTarget:
+    module_name, attr, options = _parse_python(spec)
     module = _import(module_name, spec)
     obj: Any = module
     for part in attr.split("."):
@@ -563,10 +565,7 @@ def _load_python(spec: str, concurrency: int) -> PythonTarget:
 
 
 def _import(module_name: str, spec: str) -> Any:
-    if module_name.endswith(".py") or "/" in module_name or os.sep in module_name:
-        path = Path(module_name).resolve()
-        if not path.is_file():
-            raise TargetError(f"--target {spec!r}: no such file {module_name}")
+    if (path := _file_of(module_name)) is not None:  # checked to exist by _parse_python
         name = "kebab_target_" + hashlib.sha256(str(path).encode()).hexdigest()[:12]
         if name in sys.modules:
             return sys.modules[name]
@@ -625,16 +624,27 @@ def _instantiate(obj: Any, spec: str) -> Any:
                       f"takes {len(required)} required argument(s)")
 
 
-def _load_http(spec: str, concurrency: int) -> HttpTarget:
+def _http_options(spec: str) -> tuple[str, dict[str, str]]:
+    """(the URL without kebab-mlflow's own options, those options as given)."""
     parts = urllib.parse.urlsplit(spec)
     pairs = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
     allowed = (*OPTIONS["http"], *VERSION_KEYS)
-    raw = {k: v for k, v in pairs if k in allowed}
     kept = urllib.parse.urlencode([(k, v) for k, v in pairs if k not in allowed])
-    url = urllib.parse.urlunsplit(parts._replace(query=kept))
-    if not parts.hostname:
+    return (urllib.parse.urlunsplit(parts._replace(query=kept)),
+            {k: v for k, v in pairs if k in allowed})
+
+
+def _parse_http(spec: str) -> tuple[str, TargetOptions]:
+    """(the URL to call, the options) of an ``http(s)://`` spec."""
+    url, raw = _http_options(spec)
+    if not urllib.parse.urlsplit(spec).hostname:
         raise TargetError(f"--target {spec!r}: the URL has no host")
-    options = parse_options(raw, spec)
+    return url, parse_options(raw, spec)
+
+
+def _load_http(spec: str, concurrency: int) -> HttpTarget:
+    url, options = _parse_http(spec)
+    parts = urllib.parse.urlsplit(spec)
     probe = HttpTarget(spec, url, options, VersionSnapshot(), concurrency)
     missing = [k for k in VERSION_KEYS if k not in options.versions]
     if not missing:
