@@ -5,8 +5,10 @@ ECE/Brier before and after calibration, on the test split; calibrators fitted on
 
 For each seed: `import-squad` (split by article; 10% of each split's paragraphs dropped → their
 questions are abstention cases), the reference pipeline (BM25, chunker.mode=document, default
-answerer gate 0.5) with calibration off, a calibrator fitted on train (isotonic and Platt), and
-the test split run through `runner.run_queries` with each calibrator attached. The baseline row
+answerer gate 0.5, ``answer.similarity=true``) with calibration off, calibrators fitted on
+train (isotonic and Platt over the raw confidence; Platt over the raw confidence and the
+query–answer similarity), and the test split run through `runner.run_queries` with each
+calibrator attached. The baseline row
 is the previous answerer (extractive-v1: unweighted share of the query's terms, no carry-over or
 answer type; raw = best − runner-up/2, refusal = 1 − unweighted coverage; it shares today's
 sentence splitter), re-run on the same hits with its own answers, uncalibrated. Seed 0 is the
@@ -108,10 +110,13 @@ def one_seed(seed: int, abstain_share: float, work: Path) -> dict:
     out = work / f"xquad-seed{seed}"
     s = import_squad(XQUAD, out, abstain_share=abstain_share, seed=seed)
     train, test = (sp.path for sp in s.splits)
-    pipeline = build_pipeline(build_config(overrides={**OVERRIDES, "answer.calibrate": False}),
-                              s.corpus)
+    pipeline = build_pipeline(build_config(overrides={**OVERRIDES, "answer.calibrate": False,
+                                                      "answer.similarity": True}), s.corpus)
     fits = {m: fit_on_golden_set(train, s.corpus, overrides=OVERRIDES, method=m, save=False)
             for m in ("isotonic", "platt")}
+    # the same answers, each with its query–answer similarity as a second input of Platt's map
+    fits["platt_sim"] = fit_on_golden_set(train, s.corpus, method="platt", save=False,
+                                          overrides={**OVERRIDES, "answer.similarity": True})
     golden, raw_run, _, seconds = run_split(pipeline, test)
     hits = dict(zip([q.id for q in golden.queries],
                     pipeline.search_batch([q.query for q in golden.queries], 10), strict=True))
@@ -132,6 +137,8 @@ def one_seed(seed: int, abstain_share: float, work: Path) -> dict:
         row[f"{method}_train"] = fit.after
         conf, correct = calibration_pairs(golden.queries, answers, run.scores["contains_all"])
         row[f"{method}_mean_confidence"], row["test_accuracy"] = conf.mean(), correct.mean()
+    row["similarity_slopes"] = (fits["platt_sim"].calibrator.answered.similarity_slope,
+                                fits["platt_sim"].calibrator.refused.similarity_slope)
     train_golden, train_run, train_answers, _ = run_split(pipeline, train)
     row["train_accuracy"] = calibration_pairs(train_golden.queries, train_answers,
                                               train_run.scores["contains_all"])[1].mean()
@@ -152,7 +159,8 @@ def main() -> None:
     lines = [
         f"XQuAD en (../shared/datasets/xquad_en), test split, seed 0: {head['n']} questions "
         f"({head['n_abstain']} abstention), BM25 + extractive answerer (gate 0.5),",
-        "chunker.mode=document; calibrators fitted on the train split (disjoint articles).",
+        "chunker.mode=document, answer.similarity=true; calibrators fitted on the train split "
+        "(disjoint articles). The answers are the same in every row; only the confidence differs.",
         "",
         f"  hit_at_1                          {head['hit_at_1']:.4f}",
         f"  contains_all (ask queries)        {head['contains_all']:.4f}",
@@ -165,7 +173,8 @@ def main() -> None:
     for key, label in (("baseline", "previous answerer (v1), raw"),
                        ("raw", "this answerer (v3), raw"),
                        ("isotonic", "isotonic, fitted on train"),
-                       ("platt", "Platt, fitted on train")):
+                       ("platt", "Platt, fitted on train"),
+                       ("platt_sim", "Platt + similarity, on train")):
         e = np.array([r[key]["ece"] for r in rows])
         b = np.array([r[key]["brier"] for r in rows])
         ratio = head[key]["ece"] / head["raw"]["ece"]
@@ -179,13 +188,17 @@ def main() -> None:
         f"over {len(rows)} seeds: contains_all {ca.mean():.4f} (min {ca.min():.4f}), refusal "
         f"accuracy {ra.mean():.4f} (min {ra.min():.4f}); previous answerer contains_all "
         f"{ca_prev.mean():.4f} (seed 0: {head['baseline']['contains_all']:.4f})",
-        "per seed (ECE raw → isotonic / Platt): " + ", ".join(
+        "per seed (ECE raw → isotonic / Platt / Platt + similarity): " + ", ".join(
             f"{r['seed']}: {r['raw']['ece']:.3f}→{r['isotonic']['ece']:.3f}/"
-            f"{r['platt']['ece']:.3f}" for r in rows),
-        "share of right responses, train → test, and Platt's mean test confidence; "
-        "ECE >= |mean confidence − test share| (one bin's gap can only grow when split): "
-        + ", ".join(f"{r['seed']}: {r['train_accuracy']:.3f}→{r['test_accuracy']:.3f} "
-                    f"(conf {r['platt_mean_confidence']:.3f})" for r in rows),
+            f"{r['platt']['ece']:.3f}/{r['platt_sim']['ece']:.3f}" for r in rows),
+        "share of right responses, train → test, and mean test confidence of Platt / Platt + "
+        "similarity; ECE >= |mean confidence − test share| (one bin's gap can only grow when "
+        "split): " + ", ".join(
+            f"{r['seed']}: {r['train_accuracy']:.3f}→{r['test_accuracy']:.3f} "
+            f"(conf {r['platt_mean_confidence']:.3f} / {r['platt_sim_mean_confidence']:.3f})"
+            for r in rows),
+        "similarity slopes of Platt's two maps (answers, refusals), seed 0: "
+        + " / ".join(f"{v:+.2f}" for v in head["similarity_slopes"]),
         f"answering: {np.mean([r['ms_per_query'] for r in rows]):.2f} ms/query "
         f"(search + answer + scoring); wall {wall:.0f} s",
     ]

@@ -6,10 +6,12 @@ answerable one, answering with ``contains_all`` = 1 is correct.
 The calibrator maps the answerer's raw confidence to P(response correct) with two monotone maps,
 one for answers (P rises with the raw evidence) and one for refusals (P falls with it): either
 scikit-learn's isotonic regression or Platt scaling (a logistic curve fitted by Newton's method
-on Platt's smoothed targets, pure numpy). ``kebab-mlflow calibrate`` fits one on a golden set and
-stores it with the index as ``calibrator-<key>.json``; ``key`` is a digest of the pipeline's
-version snapshot with the ``-calibrated`` suffix removed, because the mapping is only valid for
-the retrieval backend and answerer settings it was fitted with (see :func:`calibrator_key`).
+on Platt's smoothed targets, pure numpy). When the answers carry a query–answer similarity
+(``answer.similarity``), Platt's curve takes it as a second input. ``kebab-mlflow calibrate``
+fits one on a golden set and stores it with the index as ``calibrator-<key>.json``; ``key`` is a
+digest of the pipeline's version snapshot with the ``-calibrated`` suffix removed, because the
+mapping is only valid for the retrieval backend and answerer settings it was fitted with (see
+:func:`calibrator_key`).
 """
 
 from __future__ import annotations
@@ -139,7 +141,8 @@ def abstention_outcomes(queries: Sequence[GoldenQuery],
 @dataclass(frozen=True)
 class ConfidenceMap:
     """raw → P(correct). ``kind``: ``isotonic`` (piecewise linear through ``x``/``y``),
-    ``platt`` (sigmoid(slope·raw + intercept)), ``constant`` (``y[0]``: too little data or one
+    ``platt`` (sigmoid(slope·raw + similarity_slope·similarity + intercept); the similarity
+    term only when it was fitted with one), ``constant`` (``y[0]``: too little data or one
     outcome only) or ``none`` (no data: the caller falls back to the raw confidence)."""
 
     kind: str
@@ -147,25 +150,34 @@ class ConfidenceMap:
     y: tuple[float, ...] = ()
     slope: float = 0.0
     intercept: float = 0.0
+    similarity_slope: float | None = None  # None: fitted on the raw confidence alone
 
-    def __call__(self, raw: float) -> float:
+    def __call__(self, raw: float, similarity: float | None = None) -> float:
         if self.kind == "isotonic":
             return float(np.interp(raw, self.x, self.y))
         if self.kind == "platt":
-            return _sigmoid(self.slope * raw + self.intercept)
+            z = self.slope * raw + self.intercept
+            if self.similarity_slope is not None:
+                if similarity is None:
+                    raise ValueError("this calibrator was fitted with the answers' similarity "
+                                     "(answer.similarity=true) and an answer has none")
+                z += self.similarity_slope * similarity
+            return _sigmoid(z)
         if self.kind == "constant":
             return self.y[0]
         raise ValueError("a 'none' map has no value")
 
     def to_json(self) -> dict:
         return {"kind": self.kind, "x": list(self.x), "y": list(self.y), "slope": self.slope,
-                "intercept": self.intercept}
+                "intercept": self.intercept, "similarity_slope": self.similarity_slope}
 
     @classmethod
     def from_json(cls, data: Mapping) -> ConfidenceMap:
         kind = data["kind"]
+        sim = data.get("similarity_slope")  # absent from calibrators written before it existed
         m = cls(kind, tuple(map(float, data.get("x", ()))), tuple(map(float, data.get("y", ()))),
-                float(data.get("slope", 0.0)), float(data.get("intercept", 0.0)))
+                float(data.get("slope", 0.0)), float(data.get("intercept", 0.0)),
+                None if sim is None else float(sim))
         ok = {"isotonic": len(m.x) == len(m.y) >= 1, "platt": True,
               "constant": len(m.y) == 1, "none": True}.get(kind)
         if not ok or not all(0.0 <= v <= 1.0 for v in m.y):
@@ -177,7 +189,10 @@ def _sigmoid(z: float) -> float:
     return float(1.0 / (1.0 + math.exp(-z))) if z >= 0 else float(math.exp(z) / (1 + math.exp(z)))
 
 
-def fit_map(raw: np.ndarray, correct: np.ndarray, increasing: bool, method: str) -> ConfidenceMap:
+def fit_map(raw: np.ndarray, correct: np.ndarray, increasing: bool, method: str,
+            similarity: np.ndarray | None = None) -> ConfidenceMap:
+    """``similarity`` (one per case, or None): a second input of the Platt map; isotonic
+    regression is one-dimensional and uses the raw confidence alone."""
     raw, correct = np.asarray(raw, float), np.asarray(correct, float)
     if raw.size == 0:
         return ConfidenceMap("none")
@@ -185,8 +200,13 @@ def fit_map(raw: np.ndarray, correct: np.ndarray, increasing: bool, method: str)
         # one outcome or one raw value: the Laplace-smoothed rate (never a certain 0 or 1)
         return ConfidenceMap("constant", y=((correct.sum() + 1.0) / (correct.size + 2.0),))
     if method == "platt":
-        slope, intercept = platt_fit(raw, correct)
-        return ConfidenceMap("platt", slope=slope, intercept=intercept)
+        if similarity is None:
+            slope, intercept = platt_fit(raw, correct)
+            return ConfidenceMap("platt", slope=slope, intercept=intercept)
+        slope, sim_slope, intercept = platt_fit(
+            np.column_stack([raw, np.asarray(similarity, float)]), correct)
+        return ConfidenceMap("platt", slope=slope, intercept=intercept,
+                             similarity_slope=sim_slope)
     from sklearn.isotonic import IsotonicRegression
 
     iso = IsotonicRegression(y_min=0.0, y_max=1.0, increasing=increasing,
@@ -195,15 +215,18 @@ def fit_map(raw: np.ndarray, correct: np.ndarray, increasing: bool, method: str)
                          tuple(map(float, iso.y_thresholds_)))
 
 
-def platt_fit(x: np.ndarray, y: np.ndarray, max_iter: int = 100) -> tuple[float, float]:
+def platt_fit(x: np.ndarray, y: np.ndarray, max_iter: int = 100) -> tuple[float, ...]:
     """Platt scaling: (a, b) minimising the log loss of sigmoid(a·x + b) against Platt's smoothed
     targets ((N₊+1)/(N₊+2) for positives, 1/(N₋+2) for negatives), by Newton's method with step
-    halving. Deterministic; no iteration-limit warnings."""
+    halving. ``x`` with d columns gives (a₁, …, a_d, b): the same logistic fit over d inputs.
+    Deterministic; no iteration-limit warnings."""
+    x = np.asarray(x, float).reshape(len(y), -1)
     n_pos = float(y.sum())
     n_neg = float(y.size - n_pos)
     t = np.where(y > 0.5, (n_pos + 1.0) / (n_pos + 2.0), 1.0 / (n_neg + 2.0))
-    X = np.column_stack([x, np.ones_like(x)])
-    w = np.array([0.0, math.log((n_pos + 1.0) / (n_neg + 1.0))])
+    X = np.column_stack([x, np.ones(len(y))])
+    w = np.zeros(X.shape[1])
+    w[-1] = math.log((n_pos + 1.0) / (n_neg + 1.0))
 
     def loss(w: np.ndarray) -> float:
         z = X @ w
@@ -213,7 +236,7 @@ def platt_fit(x: np.ndarray, y: np.ndarray, max_iter: int = 100) -> tuple[float,
     for _ in range(max_iter):
         p = 1.0 / (1.0 + np.exp(-(X @ w)))
         grad = X.T @ (p - t)
-        hess = (X * (p * (1.0 - p))[:, None]).T @ X + 1e-12 * np.eye(2)
+        hess = (X * (p * (1.0 - p))[:, None]).T @ X + 1e-12 * np.eye(X.shape[1])
         step = np.linalg.solve(hess, grad)
         scale = 1.0
         while scale > 1e-8:
@@ -227,7 +250,7 @@ def platt_fit(x: np.ndarray, y: np.ndarray, max_iter: int = 100) -> tuple[float,
         w, previous, current = candidate, current, new
         if previous - current < 1e-12 * max(1.0, abs(current)):
             break
-    return float(w[0]), float(w[1])
+    return tuple(float(v) for v in w)
 
 
 @dataclass(frozen=True)
@@ -241,26 +264,33 @@ class Calibrator:
     refused: ConfidenceMap
     info: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
-    def __call__(self, raw: float, is_refusal: bool) -> float:
+    def __call__(self, raw: float, is_refusal: bool, similarity: float | None = None) -> float:
         m = self.refused if is_refusal else self.answered
         if m.kind == "none":
             return 1.0 - raw if is_refusal else raw
-        return m(raw)
+        return m(raw, similarity)
 
     @classmethod
     def fit(cls, raw: np.ndarray, refused: np.ndarray, correct: np.ndarray,
-            method: str = "platt", info: Mapping[str, Any] | None = None) -> Calibrator:
+            method: str = "platt", info: Mapping[str, Any] | None = None,
+            similarity: np.ndarray | None = None) -> Calibrator:
         if method not in METHODS:
             raise CalibrationError(f"unknown calibration method {method!r}; valid: "
                                    f"{', '.join(METHODS)}")
         raw, correct = np.asarray(raw, float), np.asarray(correct, float)
         refused = np.asarray(refused, bool)
-        return cls(method, fit_map(raw[~refused], correct[~refused], True, method),
-                   fit_map(raw[refused], correct[refused], False, method), dict(info or {}))
+        sim = None if similarity is None else np.asarray(similarity, float)
+        return cls(method,
+                   fit_map(raw[~refused], correct[~refused], True, method,
+                           None if sim is None else sim[~refused]),
+                   fit_map(raw[refused], correct[refused], False, method,
+                           None if sim is None else sim[refused]), dict(info or {}))
 
-    def apply(self, raw: np.ndarray, refused: np.ndarray) -> np.ndarray:
-        return np.array([self(float(r), bool(f)) for r, f in zip(raw, refused, strict=True)],
-                        dtype=float)
+    def apply(self, raw: np.ndarray, refused: np.ndarray,
+              similarity: np.ndarray | None = None) -> np.ndarray:
+        sims = [None] * len(raw) if similarity is None else [float(v) for v in similarity]
+        return np.array([self(float(r), bool(f), s)
+                         for r, f, s in zip(raw, refused, sims, strict=True)], dtype=float)
 
     def to_json(self) -> dict:
         return {"format": FORMAT, "method": self.method, "answered": self.answered.to_json(),
@@ -359,15 +389,17 @@ def fit_on_golden_set(golden_path: str | Path, corpus: str | Path,
         rows = [r.answer for r in read_per_query(path)]
     answers = [None if a is None else Answer(a.get("text") or "", tuple(a.get("citations") or ()),
                                              a.get("refusal_reason"), a.get("confidence"),
-                                             a.get("raw_confidence")) for a in rows]
+                                             a.get("raw_confidence"), a.get("similarity"))
+               for a in rows]
     contains = outcome.scores.get("contains_all", np.full(len(golden.queries), np.nan))
-    raw, refused, correct, uncalibrated = [], [], [], []
+    raw, refused, correct, uncalibrated, similarity = [], [], [], [], []
     for q, a, ca in zip(golden.queries, answers, contains, strict=True):
         if q.ask and a is not None and _usable(a.raw_confidence) and _usable(a.confidence):
             raw.append(a.raw_confidence)
             refused.append(a.refused)
             correct.append(response_correct(q, a, ca))
             uncalibrated.append(a.confidence)
+            similarity.append(a.similarity)
     if not raw:
         raise CalibrationError(f"nothing to calibrate on: golden set {golden.path} has no "
                                "'ask: true' query whose answer carries a raw confidence")
@@ -377,8 +409,10 @@ def fit_on_golden_set(golden_path: str | Path, corpus: str | Path,
     info = {"golden_set": golden.name, "golden_sha256": golden.digest, "corpus": str(corpus),
             "preset": preset, "k": k, "versions": base_versions(pipeline.versions),
             "n": len(raw), "n_refused": int(refused_a.sum()), "before": before}
-    calibrator = Calibrator.fit(raw_a, refused_a, correct_a, method, info)
-    after = calibration_block(calibrator.apply(raw_a, refused_a), correct_a)
+    # the answerer measures similarity for every answer or for none (answer.similarity)
+    sim_a = np.array(similarity, float) if all(_usable(v) for v in similarity) else None
+    calibrator = Calibrator.fit(raw_a, refused_a, correct_a, method, info, sim_a)
+    after = calibration_block(calibrator.apply(raw_a, refused_a, sim_a), correct_a)
     calibrator = Calibrator(calibrator.method, calibrator.answered, calibrator.refused,
                             {**info, "after_in_sample": after})
     target = calibrator_path(pipeline.folder, pipeline.versions)

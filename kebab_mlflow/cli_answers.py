@@ -41,7 +41,10 @@ def calibrate(
     fit = fit_on_golden_set(golden, corpus, preset, parse_overrides(set_ or []), k, method)
     rows = [(label, block["ece"], block["brier"], block["n"]) if block else (label, None, None, 0)
             for label, block in (("raw (before)", fit.before), ("calibrated (after)", fit.after))]
-    out.print(table(f"{method} calibration on {golden} (in-sample: {fit.n_answered} answers, "
+    inputs = ("raw confidence + similarity" if fit.calibrator.answered.similarity_slope is not None
+              or fit.calibrator.refused.similarity_slope is not None else "raw confidence")
+    out.print(table(f"{method} calibration of the {inputs} on {golden} (in-sample: "
+                    f"{fit.n_answered} answers, "
                     f"{fit.n_refused} refusals)", ["confidence", "ECE", "Brier", "n"], rows))
     typer.echo(f"calibrator stored at {fit.path}")
 

@@ -25,7 +25,10 @@ DEFAULTS: dict[str, Any] = {
     "bm25": {"k1": 0.9, "b": 0.4},
     "dense": {"model": "all-MiniLM-L6-v2", "batch_size": 32, "max_seq_length": None},
     "hybrid": {"rrf_k": 60, "depth": 100},
-    "answer": {"context_k": 3, "max_sentences": 1, "refuse_below": 0.5, "calibrate": True},
+    # similarity: also measure the query–answer cosine with the dense model (a second signal
+    # for the calibrator; loads torch, so off by default)
+    "answer": {"context_k": 3, "max_sentences": 1, "refuse_below": 0.5, "calibrate": True,
+               "similarity": False},
 }
 # keys whose default is None but which take this type
 NULLABLE_TYPES: dict[str, type] = {"top_k": int, "dense.max_seq_length": int}

@@ -2,7 +2,8 @@
 users ``jq``. Core keys (more may be added)::
 
     {"id", "query", "hits": [{"rank", "chunk_id", "doc_id", "score"}],
-     "answer": {"text", "citations", "refusal_reason", "confidence", "raw_confidence"} | null,
+     "answer": {"text", "citations", "refusal_reason", "confidence", "raw_confidence",
+                "similarity"} | null,
      "scores": {metric: value | null}, "latency_ms", "error",
      "first_relevant_rank": {level: rank | 0 (a miss) | null (no ground truth)}}
 
@@ -35,7 +36,7 @@ def record(query: GoldenQuery, result: QueryResult, scores: Mapping[str, float],
         a = result.answer
         answer = {"text": None if private else a.text, "citations": list(a.citations),
                   "refusal_reason": a.refusal_reason, "confidence": a.confidence,
-                  "raw_confidence": a.raw_confidence}
+                  "raw_confidence": a.raw_confidence, "similarity": a.similarity}
     rec = {
         "id": query.id,
         "query": None if private else query.query,

@@ -47,6 +47,9 @@ class Answer:
     refusal_reason: str | None = None
     confidence: float | None = None
     raw_confidence: float | None = None  # before calibration, when the pipeline has one
+    # cosine similarity of the query and the answer text (a refusal: its closest candidate
+    # sentence), when the answerer is configured to measure it; a second calibration signal
+    similarity: float | None = None
 
     @property
     def refused(self) -> bool:

@@ -50,7 +50,8 @@ def versions_for(config: Mapping[str, Any], embedding_id: str = "") -> VersionSn
     if config.get("top_k") is not None:
         index += f"-top{config['top_k']}"
     prompt = (f"extractive-v3-ctx{an['context_k']}-sent{an['max_sentences']}"
-              f"-gate{an['refuse_below']}" + ("-calibrated" if an["calibrate"] else ""))
+              f"-gate{an['refuse_below']}" + (f"-sim={embedding_id}" if an["similarity"] else "")
+              + ("-calibrated" if an["calibrate"] else ""))
     return VersionSnapshot(PARSER_VERSION, chunker, embedding, index, prompt)
 
 
@@ -68,6 +69,7 @@ class ReferencePipeline:
                                             an["refuse_below"])
         self.calibrator = _load_calibrator(folder, self._versions) if an["calibrate"] else None
         self._df: dict[str, int] | None = None  # chunk frequency per term, on first ask
+        self.similarity = QuerySimilarity(config["dense"]) if an["similarity"] else None
         if an["calibrate"]:
             # say whether a calibrator is in use, and which: without one, confidences are raw
             from kebab_mlflow.calibration import base_versions
@@ -100,7 +102,8 @@ class ReferencePipeline:
                 for ranked in self.backend.search_batch(queries, depth)]
 
     def ask(self, query: str, hits: Sequence[Hit]) -> Answer:
-        return extractive_answer(query, hits, self.answer_config, self.calibrator, self.idf)
+        return extractive_answer(query, hits, self.answer_config, self.calibrator, self.idf,
+                                 self.similarity)
 
     def idf(self, term: str) -> float:
         """BM25's idf of a (stemmed) term over the chunks, for the answerer's term weights."""
@@ -115,6 +118,33 @@ class ReferencePipeline:
         return Hit(chunk.chunk_id, chunk.doc_id, score, rank, chunk.text)
 
 
+_TEXT_VECTORS: dict[int, dict[str, Any]] = {}  # per loaded model: text → unit vector
+
+
+class QuerySimilarity:
+    """``(query, texts) → cosines`` with the dense model, for ``answer.similarity``. Each text is
+    embedded on its own (a batch pads to its longest text, which moves vectors in their last
+    bits) and remembered for the process, so a sentence gets the same vector whichever query
+    meets it first."""
+
+    def __init__(self, dense_config: Mapping[str, Any]):
+        self.dense_config = dense_config
+        self._model: Any = None  # loaded on the first answer
+
+    def __call__(self, query: str, texts: Sequence[str]) -> list[float]:
+        from kebab_mlflow.backends.dense import encode, load_model
+
+        if self._model is None:
+            self._model = load_model(self.dense_config)
+        model = self._model
+        vectors = _TEXT_VECTORS.setdefault(id(model), {})
+        for text in dict.fromkeys([query, *texts]):
+            if text not in vectors:
+                vectors[text] = encode(model, [text], 1)[0]
+        q = vectors[query]
+        return [float(vectors[t] @ q) for t in texts]
+
+
 def build_pipeline(config: Mapping[str, Any], corpus_path: str | Path,
                    truth: Mapping[str, tuple[Sequence[str], Mapping[str, int]]] | None = None,
                    progress: Any = None) -> ReferencePipeline:
@@ -123,7 +153,7 @@ def build_pipeline(config: Mapping[str, Any], corpus_path: str | Path,
     corpus = load_corpus(corpus_path)
     backend_name = config["backend"]
     embedding_id = ""
-    if backend_name in ("dense", "hybrid"):
+    if backend_name in ("dense", "hybrid") or config["answer"]["similarity"]:
         from kebab_mlflow.backends.dense import embedding_version
 
         embedding_id = embedding_version(config["dense"])

@@ -173,14 +173,49 @@ def test_no_hits_or_no_query_tokens_refuse():
 def test_a_calibrator_maps_the_raw_confidence():
     seen = []
 
-    def calibrator(raw: float, refusal: bool) -> float:
-        seen.append((raw, refusal))
+    def calibrator(raw: float, refusal: bool, similarity: float | None) -> float:
+        seen.append((raw, refusal, similarity))
         return 0.42
 
     a = extractive_answer("What is the budget of the Bayline Tram Extension?", HITS, CFG,
                           calibrator)
     assert a.confidence == 0.42 and a.raw_confidence == pytest.approx(0.8375)
-    assert seen == [(pytest.approx(0.8375), False)]
+    assert seen == [(pytest.approx(0.8375), False, None)]
+
+
+def test_similarity_is_measured_for_the_calibrator_and_changes_no_answer():
+    cosine = {"The Bayline Tram Extension has a budget of 48.5 million euros.": 0.8,
+              "Service starts in 2026.": -0.2, "The tram is green.": 1.3}
+    asked: list[tuple[str, tuple[str, ...]]] = []
+
+    def similarity(query, texts):
+        asked.append((query, tuple(texts)))
+        return [cosine.get(t, 0.1) for t in texts]
+
+    seen = []
+
+    def calibrator(raw, refusal, sim):
+        seen.append(sim)
+        return 0.5
+
+    question = "What is the budget of the Bayline Tram Extension?"
+    plain = extractive_answer(question, HITS, CFG)
+    a = extractive_answer(question, HITS, CFG, similarity=similarity)
+    # the quote's cosine; text, citations and confidence as without it
+    assert a.similarity == 0.8 and asked == [(question, (a.text,))]
+    assert (a.text, a.citations, a.refusal_reason, a.confidence, a.raw_confidence) == \
+        (plain.text, plain.citations, plain.refusal_reason, plain.confidence, plain.raw_confidence)
+    assert extractive_answer(question, HITS, CFG, calibrator, similarity=similarity
+                             ).confidence == 0.5 and seen == [0.8]
+    # a refusal: the closest quotable sentence of the context, clipped to [0, 1]
+    refusal = extractive_answer("Who is the mayor of Saltmarsh harbor budget?", HITS, CFG,
+                                similarity=similarity)
+    assert refusal.refused and refusal.similarity == 1.0
+    assert set(asked[-1][1]) == {"The Bayline Tram Extension has a budget of 48.5 million euros.",
+                                 "Service starts in 2026.", "The ferry replacement has a budget "
+                                 "of 18.3 million euros.", "The tram is green."}
+    assert extractive_answer("budget?", (), CFG, similarity=similarity).similarity == 0.0
+    assert plain.similarity is None
 
 
 def test_rare_query_terms_weigh_more_with_idf():

@@ -186,6 +186,57 @@ def test_platt_fit_minimises_its_objective():
     assert (a, b) == pytest.approx(tuple(ref), abs=1e-4)
 
 
+def test_platt_fit_with_two_inputs_minimises_its_objective():
+    from scipy.optimize import minimize
+
+    rng = np.random.default_rng(5)
+    x = rng.random((300, 2))
+    y = (rng.random(300) < 1 / (1 + np.exp(-(2 * x[:, 0] + 3 * x[:, 1] - 2)))).astype(float)
+    w = platt_fit(x, y)
+    n_pos, n_neg = y.sum(), y.size - y.sum()
+    t = np.where(y > 0.5, (n_pos + 1) / (n_pos + 2), 1 / (n_neg + 2))
+
+    def loss(v):
+        z = x @ v[:2] + v[2]
+        return np.sum(np.logaddexp(0, z) - t * z)
+
+    ref = minimize(loss, np.zeros(3), method="Nelder-Mead",
+                   options={"xatol": 1e-10, "fatol": 1e-12, "maxiter": 40000}).x
+    assert w == pytest.approx(tuple(ref), abs=1e-4)
+
+
+def _with_similarity(n=600, seed=4):
+    """Answers whose correctness depends on the similarity as much as on the raw confidence."""
+    rng = np.random.default_rng(seed)
+    raw, sim = rng.random(n), rng.random(n)
+    refused = raw < 0.3
+    p = np.where(refused, 0.8 - 0.6 * sim, 0.1 + 0.4 * raw + 0.45 * sim)
+    return raw, refused, (rng.random(n) < p).astype(float), sim
+
+
+def test_the_similarity_is_a_second_input_of_platt_and_ignored_by_isotonic(tmp_path):
+    raw, refused, correct, sim = _with_similarity()
+    cal = Calibrator.fit(raw, refused, correct, "platt", similarity=sim)
+    assert cal.answered.similarity_slope > 0 > cal.refused.similarity_slope
+    plain = Calibrator.fit(raw, refused, correct, "platt")
+    assert plain.answered.similarity_slope is None
+    with_sim, without = cal.apply(raw, refused, sim), plain.apply(raw, refused)
+    assert brier(with_sim, correct) < brier(without, correct) - 0.005
+    # isotonic regression is one-dimensional: the same map with or without it
+    assert Calibrator.fit(raw, refused, correct, "isotonic", similarity=sim) == \
+        Calibrator.fit(raw, refused, correct, "isotonic")
+    with pytest.raises(ValueError, match="fitted with the answers' similarity"):
+        cal(0.6, False)
+    cal.save(tmp_path / "c.json")
+    assert Calibrator.load(tmp_path / "c.json") == cal
+    # a calibrator written before the similarity existed reads as one without it
+    data = plain.to_json()
+    for m in ("answered", "refused"):
+        del data[m]["similarity_slope"]
+    (tmp_path / "old.json").write_text(json.dumps(data))
+    assert Calibrator.load(tmp_path / "old.json") == plain
+
+
 def test_one_outcome_only_gives_a_smoothed_constant_and_no_data_falls_back_to_raw():
     raw = np.array([0.6, 0.7, 0.8, 0.1])
     refused = np.array([False, False, False, True])

@@ -299,3 +299,36 @@ def test_dense_preset_beats_random_on_fixtures(store_uri, first_build, shared_ca
 def test_config_presets_select_the_backends():
     assert build_config("dense")["backend"] == "dense"
     assert build_config("hybrid")["backend"] == "hybrid"
+
+
+# ------------------------------------------------------------------------ answer.similarity
+
+
+def test_answer_similarity_is_the_models_cosine_and_calibrate_fits_platt_on_it():
+    from kebab_mlflow.calibration import fit_on_golden_set
+    from kebab_mlflow.reference import QuerySimilarity, build_pipeline
+
+    on = {"answer.similarity": True}
+    fit = fit_on_golden_set(GOLDEN, KB, method="platt", overrides=on)
+    assert fit.calibrator.answered.similarity_slope is not None
+    pipeline = build_pipeline(build_config(overrides=on), KB)
+    plain = build_pipeline(build_config(), KB)
+    assert pipeline.calibrator == fit.calibrator and plain.calibrator is None
+    assert embedding_version(CONFIG) in pipeline.versions.prompt_template_version
+    assert embedding_version(CONFIG) not in plain.versions.prompt_template_version
+    question = "What is the budget of the Bayline Tram Extension?"
+    answer = pipeline.ask(question, pipeline.search(question, 10))
+    assert not answer.refused
+    q, a = dense.encode(dense.load_model(CONFIG), [question, answer.text], 32)
+    assert answer.similarity == pytest.approx(float(q @ a), abs=1e-5)
+    assert answer.confidence == pytest.approx(
+        fit.calibrator(answer.raw_confidence, False, answer.similarity))
+    # each text embedded alone: a sentence's cosine does not depend on what it is asked with
+    texts = ["Service starts in 2026.", "The tram is green.", "A much longer sentence about "
+             "the harbour ferry and its replacement budget of 18.3 million euros."]
+    reset = QuerySimilarity(CONFIG)
+    first = reset(question, texts)
+    from kebab_mlflow import reference
+
+    reference._TEXT_VECTORS.clear()
+    assert [reset(question, [t])[0] for t in reversed(texts)] == first[::-1]
