@@ -62,8 +62,8 @@ Similarity (``answer.similarity: true``, off by default because it loads the den
 answer also carries the cosine of the query and the quoted text (a refusal: of the query and its
 closest quotable sentence) under all-MiniLM-L6-v2, clipped to [0, 1]. It changes no answer and
 no raw confidence; Platt's map takes it as a second input (``calibration.fit_map``). Why: the
-lexical evidence cannot see that a sentence sharing the query's words is about something else,
-and a calibrator fitted on one set of articles then over-promises on harder ones (seed 0: 77.4%
+lexical evidence says how many of the query's words a sentence holds, not how close in meaning
+it is, and a calibrator fitted on one set of articles over-promises on harder ones (seed 0: 77.4%
 right on the train articles, 69.5% on the test ones, where Platt on raw alone promises 74.3%;
 ``bench/bench_xquad.py``). Chosen on the seed-0 *train* split only, by the cross-fitted Brier
 score over 4 article folds: Platt on raw + similarity 0.1233 against 0.1357 on raw alone (ECE
