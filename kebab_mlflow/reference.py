@@ -8,6 +8,7 @@ the corpus digest and the versions; a second run with the same inputs loads it.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -15,9 +16,14 @@ import math
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX
+    fcntl = None  # type: ignore[assignment]
 
 from kebab_mlflow.answerer import AnswererConfig, extractive_answer
 from kebab_mlflow.chunker import Chunk, ChunkerConfig, chunk_corpus
@@ -173,9 +179,15 @@ def _index_folder(corpus: Corpus, versions: VersionSnapshot) -> Path:
 
 def _load_or_build_chunks(folder: Path, corpus: Corpus, config: Mapping[str, Any]) -> list[Chunk]:
     path = folder / "chunks.jsonl"
-    if path.is_file():
-        with path.open(encoding="utf-8") as fh:
-            return [Chunk(**json.loads(line)) for line in fh]
+    if not path.is_file():
+        with cache_lock(folder, "chunks"):
+            if not path.is_file():
+                return _build_chunks(folder, corpus, config)
+    with path.open(encoding="utf-8") as fh:
+        return [Chunk(**json.loads(line)) for line in fh]
+
+
+def _build_chunks(folder: Path, corpus: Corpus, config: Mapping[str, Any]) -> list[Chunk]:
     ch = config["chunker"]
     chunks = chunk_corpus(corpus, ChunkerConfig(ch["mode"], ch["max_chars"], ch["overlap_chars"]))
     with atomic_folder(folder) as tmp:
@@ -184,6 +196,20 @@ def _load_or_build_chunks(folder: Path, corpus: Corpus, config: Mapping[str, Any
                 fh.write(json.dumps({"chunk_id": c.chunk_id, "doc_id": c.doc_id,
                                      "text": c.text}) + "\n")
     return chunks
+
+
+@contextlib.contextmanager
+def cache_lock(folder: Path, name: str) -> Iterator[None]:
+    """Hold an exclusive lock on ``folder/.<name>.lock`` while checking for and building one
+    cached file, so that parallel sweep workers needing the same index wait for the one
+    building it and then load it, instead of each building it again (N times the CPU and the
+    memory). Callers check for the file again once they hold the lock. Without fcntl (not
+    POSIX) there is no lock: the builds then only repeat work (see atomic_folder)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / f".{name}.lock", "a") as fh:
+        if fcntl is not None:
+            fcntl.flock(fh, fcntl.LOCK_EX)  # released when the file closes
+        yield
 
 
 class atomic_folder:  # noqa: N801 - used as a context manager
@@ -236,13 +262,18 @@ def _lexical(config: Mapping[str, Any], chunks: list[Chunk], folder: Path):
 
     bm = config["bm25"]
     sub = folder / f"bm25-{TOKENIZER_VERSION}-k1={bm['k1']}-b={bm['b']}"
-    # both files: a parallel worker may be moving them in one at a time
-    if (sub / "bm25_weights.npz").is_file() and (sub / "bm25_vocabulary.json").is_file():
-        return BM25Index.load(sub)
-    index = BM25Index.from_counts(*_term_counts(chunks, folder), bm["k1"], bm["b"])
-    with atomic_folder(sub) as tmp:
-        index.save(tmp)
-    return index
+
+    def cached() -> bool:  # both files: a parallel worker may be moving them in one at a time
+        return (sub / "bm25_weights.npz").is_file() and (sub / "bm25_vocabulary.json").is_file()
+
+    if not cached():
+        with cache_lock(folder, sub.name):
+            if not cached():
+                index = BM25Index.from_counts(*_term_counts(chunks, folder), bm["k1"], bm["b"])
+                with atomic_folder(sub) as tmp:
+                    index.save(tmp)
+                return index
+    return BM25Index.load(sub)
 
 
 def _term_counts(chunks: Sequence[Chunk], folder: Path):
@@ -254,13 +285,15 @@ def _term_counts(chunks: Sequence[Chunk], folder: Path):
 
     counts = folder / f"term_counts-{TOKENIZER_VERSION}.npz"
     vocabulary = folder / f"term_vocabulary-{TOKENIZER_VERSION}.json"
-    if counts.is_file() and vocabulary.is_file():
-        return sp.load_npz(counts), json.loads(vocabulary.read_text())
-    tf, vocab = term_counts([c.text for c in chunks])
-    with atomic_folder(folder) as tmp:
-        sp.save_npz(tmp / counts.name, tf, compressed=False)  # a cache: speed over size
-        (tmp / vocabulary.name).write_text(json.dumps(vocab))
-    return tf, vocab
+    if not (counts.is_file() and vocabulary.is_file()):
+        with cache_lock(folder, counts.stem):
+            if not (counts.is_file() and vocabulary.is_file()):
+                tf, vocab = term_counts([c.text for c in chunks])
+                with atomic_folder(folder) as tmp:
+                    sp.save_npz(tmp / counts.name, tf, compressed=False)  # speed over size
+                    (tmp / vocabulary.name).write_text(json.dumps(vocab))
+                return tf, vocab
+    return sp.load_npz(counts), json.loads(vocabulary.read_text())
 
 
 def _document_frequencies(chunks: Sequence[Chunk], folder: Path) -> dict[str, int]:

@@ -128,3 +128,38 @@ def test_a_half_moved_bm25_cache_is_rebuilt_not_read(tmp_path):
     query = "budget of the tram extension"
     assert again.search(query, 5) == first.search(query, 5)
     assert (sub / "bm25_vocabulary.json").is_file()
+
+
+def test_processes_building_the_same_index_at_once_build_it_once(tmp_path):
+    """Parallel sweep workers: one builds each cached file, the others wait and load it."""
+    import multiprocessing
+    import time
+
+    from kebab_mlflow import chunker, reference
+    from kebab_mlflow.backends import lexical
+
+    log = tmp_path / "builds.log"
+
+    def slow(name, build):
+        def wrapped(*args, **kwargs):
+            with log.open("a") as fh:
+                fh.write(f"{name}\n")
+            time.sleep(0.5)  # long enough for the other processes to arrive meanwhile
+            return build(*args, **kwargs)
+        return wrapped
+
+    config = build_config()
+    with pytest.MonkeyPatch.context() as mp:  # inherited by the forked processes
+        mp.setattr(reference, "chunk_corpus", slow("chunks", chunker.chunk_corpus))
+        mp.setattr(lexical, "term_counts", slow("term_counts", lexical.term_counts))
+        context = multiprocessing.get_context("fork")
+        processes = [context.Process(target=build_pipeline, args=(config, KB)) for _ in range(3)]
+        for p in processes:
+            p.start()
+        for p in processes:
+            p.join(60)
+    assert [p.exitcode for p in processes] == [0, 0, 0]
+    assert sorted(log.read_text().split()) == ["chunks", "term_counts"]
+    built = build_pipeline(config, KB)  # what they left is whole: what a fresh build gives
+    fresh = BM25Index.build([c.text for c in built.chunks], 0.9, 0.4)
+    assert (built.backend.weights != fresh.weights).nnz == 0

@@ -247,8 +247,20 @@ class DenseBackend:
         path = Path(folder) / f"{stem}.npy"
         ids_digest = hashlib.sha256("\n".join(c.chunk_id for c in chunks).encode()).hexdigest()
         cached = _load_cached(path, Path(folder) / f"{stem}.json", version, ids_digest)
-        if cached is not None:
-            return cls(cached[0], dense_config, from_cache=True, cache_meta=cached[1])
+        if cached is None:
+            from kebab_mlflow.reference import cache_lock
+
+            with cache_lock(Path(folder), stem):  # a parallel worker may be embedding them
+                cached = _load_cached(path, Path(folder) / f"{stem}.json", version, ids_digest)
+                if cached is None:
+                    return cls._build(dense_config, chunks, path, version, ids_digest, progress)
+        return cls(cached[0], dense_config, from_cache=True, cache_meta=cached[1])
+
+    @classmethod
+    def _build(cls, dense_config: Mapping[str, Any], chunks: Sequence[Any], path: Path,
+               version: str, ids_digest: str, progress: Any) -> DenseBackend:
+        """Embed the chunks and store them as ``path`` (.npy) with its .json beside it."""
+        batch_size = int(dense_config["batch_size"])
         model = load_model(dense_config)
         t0, cpu0 = time.perf_counter(), time.process_time()
         embeddings = embed_corpus(model, [c.text for c in chunks], batch_size, progress)
@@ -258,9 +270,9 @@ class DenseBackend:
         meta = {"embedding_version": version, "batch_size": batch_size, "n_chunks": len(chunks),
                 "chunk_ids_sha256": ids_digest, "embed_seconds": seconds,
                 "embed_cpu_seconds": cpu_seconds}
-        with atomic_folder(Path(folder)) as tmp:
+        with atomic_folder(path.parent) as tmp:
             np.save(tmp / path.name, embeddings)
-            (tmp / f"{stem}.json").write_text(json.dumps(meta, indent=1))
+            (tmp / f"{path.stem}.json").write_text(json.dumps(meta, indent=1))
         return cls(embeddings, dense_config, embed_seconds=seconds, cache_meta=meta)
 
     def encode_queries(self, queries: Sequence[str]) -> np.ndarray:
