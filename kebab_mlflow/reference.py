@@ -134,6 +134,9 @@ class QuerySimilarity:
     meets it first."""
 
     def __init__(self, dense_config: Mapping[str, Any]):
+        from kebab_mlflow.backends.dense import require_libraries
+
+        require_libraries("answer.similarity")
         self.dense_config = dense_config
         self._model: Any = None  # loaded on the first answer
 

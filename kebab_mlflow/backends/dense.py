@@ -183,6 +183,19 @@ def load_model(dense_config: Mapping[str, Any]) -> Any:
     return model
 
 
+def require_libraries(what: str = "the dense backend") -> None:
+    """Fail now, with the install hint, when torch or sentence-transformers is missing: they
+    are imported only when the model is first used, which may be in the middle of a run."""
+    import importlib.util
+
+    for module, name in (("torch", "torch"), ("sentence_transformers", "sentence-transformers")):
+        present = (sys.modules[module] is not None if module in sys.modules
+                   else importlib.util.find_spec(module) is not None)
+        if not present:
+            raise DenseUnavailableError(f"{what} needs torch and sentence-transformers ({name} "
+                                        f"is missing): {INSTALL_HINT}")
+
+
 def _dimension(model: Any) -> int:
     # sentence-transformers 6 renamed get_sentence_embedding_dimension (which now warns)
     getter = getattr(model, "get_embedding_dimension", None) or \
@@ -241,6 +254,7 @@ class DenseBackend:
     def load_or_build(cls, dense_config: Mapping[str, Any], chunks: Sequence[Any], folder: Path,
                       progress: Any = None) -> DenseBackend:
         version = embedding_version(dense_config)
+        require_libraries()  # the queries need the model even when the chunks are cached
         batch_size = int(dense_config["batch_size"])
         key = f"{version}|batch_size={batch_size}"
         stem = f"dense-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
