@@ -189,9 +189,11 @@ def extractive_answer(query: str, hits: Sequence[Hit], config: AnswererConfig,
     evidence = candidates[0].share if candidates else 0.0
 
     def closeness(texts: Sequence[str]) -> float | None:
+        """The best cosine of the query with ``texts``, clipped to [0, 1]; 0 without texts."""
         if similarity is None:
             return None
-        return min(max(max(similarity(query, texts), default=0.0), 0.0), 1.0) if texts else 0.0
+        best = max(similarity(query, texts)) if texts else 0.0
+        return min(max(best, 0.0), 1.0)
 
     def confidence(raw: float, refusal: bool, sim: float | None) -> float:
         return calibrator(raw, refusal, sim) if calibrator else (1.0 - raw if refusal else raw)

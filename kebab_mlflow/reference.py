@@ -8,7 +8,6 @@ the corpus digest and the versions; a second run with the same inputs loads it.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import json
@@ -16,9 +15,9 @@ import math
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 try:
     import fcntl
@@ -182,12 +181,15 @@ def _index_folder(corpus: Corpus, versions: VersionSnapshot) -> Path:
 
 def _load_or_build_chunks(folder: Path, corpus: Corpus, config: Mapping[str, Any]) -> list[Chunk]:
     path = folder / "chunks.jsonl"
-    if not path.is_file():
-        with cache_lock(folder, "chunks"):
-            if not path.is_file():
-                return _build_chunks(folder, corpus, config)
-    with path.open(encoding="utf-8") as fh:
-        return [Chunk(**json.loads(line)) for line in fh]
+
+    def load() -> list[Chunk] | None:
+        if not path.is_file():
+            return None
+        with path.open(encoding="utf-8") as fh:
+            return [Chunk(**json.loads(line)) for line in fh]
+
+    return load_or_build_once(folder, "chunks", load,
+                              lambda: _build_chunks(folder, corpus, config))
 
 
 def _build_chunks(folder: Path, corpus: Corpus, config: Mapping[str, Any]) -> list[Chunk]:
@@ -201,18 +203,25 @@ def _build_chunks(folder: Path, corpus: Corpus, config: Mapping[str, Any]) -> li
     return chunks
 
 
-@contextlib.contextmanager
-def cache_lock(folder: Path, name: str) -> Iterator[None]:
-    """Hold an exclusive lock on ``folder/.<name>.lock`` while checking for and building one
-    cached file, so that parallel sweep workers needing the same index wait for the one
-    building it and then load it, instead of each building it again (N times the CPU and the
-    memory). Callers check for the file again once they hold the lock. Without fcntl (not
-    POSIX) there is no lock: the builds then only repeat work (see atomic_folder)."""
+T = TypeVar("T")
+
+
+def load_or_build_once(folder: Path, name: str, load: Callable[[], T | None],
+                       build: Callable[[], T]) -> T:
+    """``load()`` a cached file (None when it is missing), else ``build()`` it — one process at
+    a time, under an exclusive lock on ``folder/.<name>.lock``: parallel sweep workers that need
+    the same index wait for the one building it and then load it, instead of each building it
+    again (N times the CPU and the memory). Without fcntl (not POSIX) there is no lock: the
+    builds then only repeat work (see atomic_folder)."""
+    found = load()
+    if found is not None:
+        return found
     folder.mkdir(parents=True, exist_ok=True)
     with open(folder / f".{name}.lock", "a") as fh:
         if fcntl is not None:
             fcntl.flock(fh, fcntl.LOCK_EX)  # released when the file closes
-        yield
+        found = load()  # built by the process that held the lock before us?
+        return found if found is not None else build()
 
 
 class atomic_folder:  # noqa: N801 - used as a context manager
@@ -266,37 +275,41 @@ def _lexical(config: Mapping[str, Any], chunks: list[Chunk], folder: Path):
     bm = config["bm25"]
     sub = folder / f"bm25-{TOKENIZER_VERSION}-k1={bm['k1']}-b={bm['b']}"
 
-    def cached() -> bool:  # both files: a parallel worker may be moving them in one at a time
-        return (sub / "bm25_weights.npz").is_file() and (sub / "bm25_vocabulary.json").is_file()
+    def load() -> BM25Index | None:  # both files: a worker may be moving them in one at a time
+        cached = (sub / "bm25_weights.npz").is_file() and (sub / "bm25_vocabulary.json").is_file()
+        return BM25Index.load(sub) if cached else None
 
-    if not cached():
-        with cache_lock(folder, sub.name):
-            if not cached():
-                index = BM25Index.from_counts(*_term_counts(chunks, folder), bm["k1"], bm["b"])
-                with atomic_folder(sub) as tmp:
-                    index.save(tmp)
-                return index
-    return BM25Index.load(sub)
+    def build() -> BM25Index:
+        index = BM25Index.from_counts(*_term_counts(chunks, folder), bm["k1"], bm["b"])
+        with atomic_folder(sub) as tmp:
+            index.save(tmp)
+        return index
+
+    return load_or_build_once(folder, sub.name, load, build)
 
 
 def _term_counts(chunks: Sequence[Chunk], folder: Path):
-    """(chunks × terms) counts and the term → column map, cached beside the chunk list (two
-    writers write identical files: CountVectorizer sorts its vocabulary)."""
+    """(chunks × terms) counts and the term → column map, cached beside the chunk list."""
     import scipy.sparse as sp
 
     from kebab_mlflow.backends.lexical import TOKENIZER_VERSION, term_counts
 
     counts = folder / f"term_counts-{TOKENIZER_VERSION}.npz"
     vocabulary = folder / f"term_vocabulary-{TOKENIZER_VERSION}.json"
-    if not (counts.is_file() and vocabulary.is_file()):
-        with cache_lock(folder, counts.stem):
-            if not (counts.is_file() and vocabulary.is_file()):
-                tf, vocab = term_counts([c.text for c in chunks])
-                with atomic_folder(folder) as tmp:
-                    sp.save_npz(tmp / counts.name, tf, compressed=False)  # speed over size
-                    (tmp / vocabulary.name).write_text(json.dumps(vocab))
-                return tf, vocab
-    return sp.load_npz(counts), json.loads(vocabulary.read_text())
+
+    def load():
+        if not (counts.is_file() and vocabulary.is_file()):
+            return None
+        return sp.load_npz(counts), json.loads(vocabulary.read_text())
+
+    def build():
+        tf, vocab = term_counts([c.text for c in chunks])
+        with atomic_folder(folder) as tmp:
+            sp.save_npz(tmp / counts.name, tf, compressed=False)  # a cache: speed over size
+            (tmp / vocabulary.name).write_text(json.dumps(vocab))
+        return tf, vocab
+
+    return load_or_build_once(folder, counts.stem, load, build)
 
 
 def _document_frequencies(chunks: Sequence[Chunk], folder: Path) -> dict[str, int]:

@@ -260,15 +260,15 @@ class DenseBackend:
         stem = f"dense-{hashlib.sha256(key.encode()).hexdigest()[:16]}"
         path = Path(folder) / f"{stem}.npy"
         ids_digest = hashlib.sha256("\n".join(c.chunk_id for c in chunks).encode()).hexdigest()
-        cached = _load_cached(path, Path(folder) / f"{stem}.json", version, ids_digest)
-        if cached is None:
-            from kebab_mlflow.reference import cache_lock
+        from kebab_mlflow.reference import load_or_build_once
 
-            with cache_lock(Path(folder), stem):  # a parallel worker may be embedding them
-                cached = _load_cached(path, Path(folder) / f"{stem}.json", version, ids_digest)
-                if cached is None:
-                    return cls._build(dense_config, chunks, path, version, ids_digest, progress)
-        return cls(cached[0], dense_config, from_cache=True, cache_meta=cached[1])
+        def load() -> DenseBackend | None:
+            cached = _load_cached(path, Path(folder) / f"{stem}.json", version, ids_digest)
+            return None if cached is None else cls(cached[0], dense_config, from_cache=True,
+                                                   cache_meta=cached[1])
+
+        return load_or_build_once(Path(folder), stem, load, lambda: cls._build(
+            dense_config, chunks, path, version, ids_digest, progress))
 
     @classmethod
     def _build(cls, dense_config: Mapping[str, Any], chunks: Sequence[Any], path: Path,
