@@ -8,10 +8,10 @@ questions are abstention cases), the reference pipeline (BM25, chunker.mode=docu
 answerer gate 0.5, ``answer.similarity=true``) with calibration off, calibrators fitted on
 train (isotonic and Platt over the raw confidence; Platt over the raw confidence and the
 query–answer similarity), and the test split run through `runner.run_queries` with each
-calibrator attached. The baseline row
-is the previous answerer (extractive-v1: unweighted share of the query's terms, no carry-over or
-answer type; raw = best − runner-up/2, refusal = 1 − unweighted coverage; it shares today's
-sentence splitter), re-run on the same hits with its own answers, uncalibrated. Seed 0 is the
+calibrator attached. The baseline row is the previous answerer (extractive-v1: unweighted share
+of the query's terms, no carry-over or answer type; raw = best − runner-up/2, refusal = 1 −
+unweighted coverage; it shares today's sentence splitter), re-run on the same hits with its own
+answers, uncalibrated. Seed 0 is the
 headline; the other seeds show the spread (the split by article moves ECE by about ±0.015 on
 ~600 test questions). No MLflow.
 """

@@ -218,7 +218,7 @@ def rank_sentences(query: str, hits: Sequence[Hit], context_k: int,
     """Quotable sentences of the first ``context_k`` hits, best first, each sentence once
     (``weights``: the query's :func:`term_weights`, when the caller has them)."""
     weights = weights if weights is not None else term_weights(query, idf)
-    if not weights or sum(weights.values()) <= 0:
+    if sum(weights.values()) <= 0:  # no content words
         return []
     wanted = answer_type(query)
     out = []

@@ -200,13 +200,10 @@ def fit_map(raw: np.ndarray, correct: np.ndarray, increasing: bool, method: str,
         # one outcome or one raw value: the Laplace-smoothed rate (never a certain 0 or 1)
         return ConfidenceMap("constant", y=((correct.sum() + 1.0) / (correct.size + 2.0),))
     if method == "platt":
-        if similarity is None:
-            slope, intercept = platt_fit(raw, correct)
-            return ConfidenceMap("platt", slope=slope, intercept=intercept)
-        slope, sim_slope, intercept = platt_fit(
-            np.column_stack([raw, np.asarray(similarity, float)]), correct)
-        return ConfidenceMap("platt", slope=slope, intercept=intercept,
-                             similarity_slope=sim_slope)
+        inputs = raw if similarity is None else np.column_stack([raw, similarity])
+        *slopes, intercept = platt_fit(inputs, correct)
+        return ConfidenceMap("platt", slope=slopes[0], intercept=intercept,
+                             similarity_slope=slopes[1] if similarity is not None else None)
     from sklearn.isotonic import IsotonicRegression
 
     iso = IsotonicRegression(y_min=0.0, y_max=1.0, increasing=increasing,

@@ -144,11 +144,10 @@ class QuerySimilarity:
 
         if self._model is None:
             self._model = load_model(self.dense_config)
-        model = self._model
-        vectors = _TEXT_VECTORS.setdefault(id(model), {})
+        vectors = _TEXT_VECTORS.setdefault(id(self._model), {})
         for text in dict.fromkeys([query, *texts]):
             if text not in vectors:
-                vectors[text] = encode(model, [text], 1)[0]
+                vectors[text] = encode(self._model, [text], 1)[0]
         q = vectors[query]
         return [float(vectors[t] @ q) for t in texts]
 
