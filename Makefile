@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	# CPU torch first and pinned: an unpinned torch would pull a multi-GB CUDA build. Here pip's
 	# find-links hold the CPU wheel; elsewhere: make setup TORCH_INDEX=https://download.pytorch.org/whl/cpu
 	$(BIN)/pip install -q torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
-	$(BIN)/pip install -q -e '.[dense,server,test,bench]'
+	$(BIN)/pip install -q -e '.[dense,server,test,bench,dask,tune,korean]'
 	@touch $(STAMP)
 
 setup: $(STAMP) ## create or update the virtual environment (.venv)

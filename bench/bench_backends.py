@@ -44,7 +44,7 @@ SWEEP_DEPTH = (10, 20, 50, 100, 200)
 
 def golden(split: str, folder: Path):
     from kebab_mlflow.golden import load_golden_set
-    from kebab_mlflow.importers import import_beir
+    from kebab_mlflow.importers.beir import import_beir
 
     return load_golden_set(import_beir(DATA, split, folder / f"scifact-{split}.yaml").out)
 
@@ -77,7 +77,7 @@ def evaluate(ranked, doc_ids, queries) -> dict[str, float]:
 
 def timed_build(preset: str, overrides: dict | None = None):
     from kebab_mlflow.config import build_config
-    from kebab_mlflow.reference import build_pipeline
+    from kebab_mlflow.pipeline.reference import build_pipeline
 
     config = build_config(preset, {"chunker.mode": "document", **(overrides or {})})
     t0 = time.perf_counter()
@@ -106,7 +106,7 @@ def measure(label: str, preset: str, queries, overrides: dict | None = None) -> 
     doc_ids = [c.doc_id for c in pipeline.chunks]
     scoring_s = None
     if preset == "dense":  # the exact top-k alone, without encoding the queries
-        from kebab_mlflow.backends import top_k_indices
+        from kebab_mlflow.pipeline.backends import top_k_indices
 
         vectors = backend.encode_queries(texts)
         t0 = time.perf_counter()
@@ -133,7 +133,7 @@ class Fixed:
 
 
 def sweep(train, test) -> list[str]:
-    from kebab_mlflow.backends.hybrid import HybridBackend
+    from kebab_mlflow.pipeline.backends.hybrid import HybridBackend
 
     lex_pipe, _ = timed_build("naive_baseline")
     dense_pipe, _ = timed_build("dense")

@@ -27,8 +27,8 @@ K1, B, DEPTH, REPEATS, BUILD_REPEATS = 0.9, 0.4, 100, 20, 3
 
 
 def load():
-    from kebab_mlflow.chunker import ChunkerConfig, chunk_corpus
-    from kebab_mlflow.corpus import load_corpus
+    from kebab_mlflow.pipeline.chunker import ChunkerConfig, chunk_corpus
+    from kebab_mlflow.pipeline.corpus import load_corpus
 
     chunks = chunk_corpus(load_corpus(DATA / "corpus.jsonl.gz"), ChunkerConfig("document"))
     qrels: dict[str, dict[str, int]] = {}
@@ -78,8 +78,8 @@ def as_run(qids, ranked_doc_ids):
 def main() -> int:
     import bm25s
 
-    from kebab_mlflow.backends.lexical import BM25Index
-    from kebab_mlflow.text import tokenize
+    from kebab_mlflow.pipeline.backends.lexical import BM25Index
+    from kebab_mlflow.pipeline.text import tokenize
 
     chunks, queries, qrels = load()
     texts = [c.text for c in chunks]

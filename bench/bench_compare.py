@@ -172,8 +172,8 @@ def best_of(fn, repeat: int = 3) -> tuple[float, object]:
 
 
 def main() -> None:
-    from kebab_mlflow import compare as cmp
-    from kebab_mlflow import stats
+    from kebab_mlflow import comparison as cmp
+    from kebab_mlflow.stats import resampling as stats
 
     rng = np.random.default_rng(SEED)
     qrels, base, cand, contains_b, contains_c = synthetic(rng)
@@ -194,7 +194,7 @@ def main() -> None:
     import mlflow  # noqa: F401 - the import is not part of the measured compare
 
     t_import = time.perf_counter() - t0
-    from kebab_mlflow.tracking import Tracker
+    from kebab_mlflow.tracking.store import Tracker
 
     uri = f"sqlite:///{work / 'mlflow.db'}"
     setup = Tracker(uri)
@@ -373,7 +373,7 @@ def main() -> None:
 
 def _rows(cmp, uri, run_b, run_c, _cache={}):  # noqa: B006 - a deliberate memo
     if "rows" not in _cache:
-        from kebab_mlflow.tracking import Tracker
+        from kebab_mlflow.tracking.store import Tracker
 
         b, c = cmp.load_pair(Tracker(uri), "bench-compare", run_b, run_c)
         _cache["rows"] = (b.rows, c.rows)

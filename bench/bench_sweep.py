@@ -61,9 +61,10 @@ def main() -> None:
     args = parser.parse_args()
 
     from kebab_mlflow.config import build_config
-    from kebab_mlflow.importers import import_beir
-    from kebab_mlflow.reference import build_pipeline
-    from kebab_mlflow.sweep import GAUGE_COLUMNS, gauge_rows, load_sweep
+    from kebab_mlflow.importers.beir import import_beir
+    from kebab_mlflow.pipeline.reference import build_pipeline
+    from kebab_mlflow.sweep.outputs import GAUGE_COLUMNS, gauge_rows
+    from kebab_mlflow.sweep.spec import load_sweep
 
     work = Path(tempfile.mkdtemp(prefix="bench-sweep-"))
     env = {**os.environ, "KEBAB_CACHE_DIR": str(work / "cache")}

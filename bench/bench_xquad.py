@@ -36,9 +36,9 @@ OVERRIDES = {"chunker.mode": "document"}
 
 
 def run_split(pipeline, golden_path: Path, calibrator=None):
-    from kebab_mlflow import runner as R
+    from kebab_mlflow.evaluation import runner as R
     from kebab_mlflow.golden import load_golden_set
-    from kebab_mlflow.scoring import cutoffs_for
+    from kebab_mlflow.metrics.scoring import cutoffs_for
 
     golden = load_golden_set(golden_path)
     pipeline.calibrator = calibrator
@@ -64,8 +64,8 @@ def run_split(pipeline, golden_path: Path, calibrator=None):
 
 def previous_answer(query: str, hits, gate: float = 0.5):
     """extractive-v1: (answer text or None when refused, raw confidence)."""
-    from kebab_mlflow.answerer import _SENTENCE_END
-    from kebab_mlflow.text import split_sentences, tokenize
+    from kebab_mlflow.pipeline.answerer import _SENTENCE_END
+    from kebab_mlflow.pipeline.text import split_sentences, tokenize
 
     terms = set(tokenize(query))
     scored = {}
@@ -85,9 +85,9 @@ def previous_answer(query: str, hits, gate: float = 0.5):
 
 def baseline_block(golden, hits_of):
     """The previous answerer's calibration (uncalibrated) and contains_all on these hits."""
-    from kebab_mlflow.calibration import calibration_block, response_correct
     from kebab_mlflow.metrics.answers import contains_all
-    from kebab_mlflow.pipeline import Answer
+    from kebab_mlflow.metrics.calibration import calibration_block, response_correct
+    from kebab_mlflow.records import Answer
 
     conf, correct, ca = [], [], []
     for q in golden.queries:
@@ -102,10 +102,11 @@ def baseline_block(golden, hits_of):
 
 
 def one_seed(seed: int, abstain_share: float, work: Path) -> dict:
-    from kebab_mlflow.calibration import calibration_pairs, fit_on_golden_set
     from kebab_mlflow.config import build_config
-    from kebab_mlflow.reference import build_pipeline
-    from kebab_mlflow.squad import import_squad
+    from kebab_mlflow.evaluation.calibrate import fit_on_golden_set
+    from kebab_mlflow.importers.squad import import_squad
+    from kebab_mlflow.metrics.calibration import calibration_pairs
+    from kebab_mlflow.pipeline.reference import build_pipeline
 
     out = work / f"xquad-seed{seed}"
     s = import_squad(XQUAD, out, abstain_share=abstain_share, seed=seed)

@@ -16,7 +16,7 @@ WORK = Path(os.environ.get("KEBAB_BENCH_DIR", ROOT / ".kebab-cache" / "bench"))
 
 def scifact_golden() -> Path:
     """The SciFact test split as a golden set (written once)."""
-    from kebab_mlflow.importers import import_beir
+    from kebab_mlflow.importers.beir import import_beir
 
     out = WORK / "scifact-test.yaml"
     if not out.is_file():

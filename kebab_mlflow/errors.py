@@ -1,4 +1,4 @@
-"""The one exception tree of kebab-mlflow.
+"""The one exception tree of kebab-mlflow, and the one renderer of "N problem(s)" messages.
 
 ::
 
@@ -6,18 +6,28 @@
      ├── InputError                 bad user input; carries every Problem at once
      │    ├── GoldenSetError        golden-set YAML
      │    ├── ConfigError           preset, --set override, sweep file
+     │    │    ├── SweepError       a sweep file
+     │    │    └── DenseUnavailableError   the dense backend's model or libraries missing
      │    ├── CorpusError           corpus folder / BEIR file, ids missing from the index
-     │    └── PerQueryError         a per_query.jsonl that cannot be read back
+     │    ├── PerQueryError         a per_query.jsonl that cannot be read back
+     │    └── CalibrationError      a calibrator that cannot be fitted or read
      ├── TrackingError              MLflow store or server unreachable, auth refused
      ├── RunNotFoundError           a run reference that matches nothing (or too much)
      ├── IncomparableRunsError      compare refuses the pair
-     └── TargetError                a user pipeline target that cannot be loaded
+     │    └── ComparisonRefused     ... with every reason at once
+     ├── TargetError                a user pipeline target that cannot be loaded
+     │    └── TargetOptionsError    bad ``?key=value`` options of a target spec
+     ├── QueryFailed                --fail-fast: a query raised (exit 1)
+     └── RunInterrupted             Ctrl-C / SIGTERM: the run ended KILLED (exit 130)
+
+    ReplyError (not a KebabError)   one target reply unusable: becomes that query's error
 
 The CLI maps every KebabError to its ``exit_code`` and prints ``str(error)``; no traceback.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 
@@ -35,24 +45,34 @@ class Problem:
         return f"{where}{who}: {self.message}"
 
 
+def render_problems(summary: str, problems: Sequence[Problem], *, bare: bool = False) -> str:
+    """``summary (N problem(s)):`` and one indented line per problem; ``bare``: a problem
+    without a location is its message alone (no ``?:``)."""
+    if not problems:
+        return summary
+    def line(p: Problem) -> str:
+        return p.message if bare and not p.location and not p.query_id else str(p)
+    return "\n".join([f"{summary} ({len(problems)} problem(s)):",
+                      *(f"  - {line(p)}" for p in problems)])
+
+
 class KebabError(Exception):
     exit_code = 2
 
 
-class InputError(KebabError):
-    """Bad input. ``problems`` lists every problem found, not just the first."""
+class ProblemsMixin:
+    """An error that carries every Problem found, not just the first."""
 
-    def __init__(self, summary: str, problems: list[Problem] | tuple[Problem, ...] = ()):
+    bare = False
+
+    def __init__(self, summary: str, problems: Sequence[Problem] = ()):
         self.summary = summary
         self.problems = tuple(problems)
-        super().__init__(self._render())
+        super().__init__(render_problems(summary, self.problems, bare=self.bare))
 
-    def _render(self) -> str:
-        if not self.problems:
-            return self.summary
-        lines = [f"{self.summary} ({len(self.problems)} problem(s)):"]
-        lines += [f"  - {p}" for p in self.problems]
-        return "\n".join(lines)
+
+class InputError(ProblemsMixin, KebabError):
+    """Bad input. ``problems`` lists every problem found, not just the first."""
 
 
 class GoldenSetError(InputError):
@@ -63,12 +83,24 @@ class ConfigError(InputError):
     pass
 
 
+class SweepError(ConfigError):
+    """A sweep file with problems (every one, with file:line)."""
+
+
+class DenseUnavailableError(ConfigError):
+    """The dense backend was asked for but its model or libraries are not installed."""
+
+
 class CorpusError(InputError):
     pass
 
 
 class PerQueryError(InputError):
     pass
+
+
+class CalibrationError(InputError):
+    """A calibrator that cannot be fitted or read."""
 
 
 class TrackingError(KebabError):
@@ -83,5 +115,32 @@ class IncomparableRunsError(KebabError):
     pass
 
 
+class ComparisonRefused(ProblemsMixin, IncomparableRunsError):
+    """The pair cannot be compared; ``problems`` lists every reason at once (exit 2)."""
+
+    bare = True
+
+    def __init__(self, problems: Sequence[Problem]):
+        super().__init__("cannot compare these runs", problems)
+
+
 class TargetError(KebabError):
     pass
+
+
+class TargetOptionsError(ProblemsMixin, TargetError):
+    """Bad ``?key=value`` options of a target spec; ``problems`` lists every one."""
+
+
+class QueryFailed(KebabError):
+    """--fail-fast: a query raised."""
+
+    exit_code = 1
+
+
+class RunInterrupted(KebabError):
+    exit_code = 130
+
+
+class ReplyError(Exception):
+    """A target's reply to one query is unusable; the message says why (a per-query error)."""

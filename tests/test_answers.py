@@ -12,7 +12,13 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from kebab_mlflow.answerer import (
+from kebab_mlflow.cli import app
+from kebab_mlflow.config import build_config
+from kebab_mlflow.evaluation.runner import build_aggregate
+from kebab_mlflow.golden import GoldenQuery, GoldenSet, load_golden_set, parse_golden_set
+from kebab_mlflow.importers.squad import import_squad
+from kebab_mlflow.metrics.answers import answer_scores, citation_validity, contains_all, grounded
+from kebab_mlflow.pipeline.answerer import (
     AnswererConfig,
     answer_type,
     coverage,
@@ -21,17 +27,11 @@ from kebab_mlflow.answerer import (
     rank_sentences,
     term_weights,
 )
-from kebab_mlflow.chunker import ChunkerConfig, chunk_corpus
-from kebab_mlflow.cli import app
-from kebab_mlflow.config import build_config
-from kebab_mlflow.corpus import load_corpus
-from kebab_mlflow.golden import GoldenQuery, GoldenSet, load_golden_set, parse_golden_set
-from kebab_mlflow.metrics.answers import answer_scores, citation_validity, contains_all, grounded
-from kebab_mlflow.pipeline import Answer, Hit
-from kebab_mlflow.reference import _document_frequencies, build_pipeline
-from kebab_mlflow.runner import build_aggregate
-from kebab_mlflow.squad import import_squad
-from kebab_mlflow.text import tokenize
+from kebab_mlflow.pipeline.chunker import ChunkerConfig, chunk_corpus
+from kebab_mlflow.pipeline.corpus import load_corpus
+from kebab_mlflow.pipeline.reference import _document_frequencies, build_pipeline
+from kebab_mlflow.pipeline.text import tokenize
+from kebab_mlflow.records import Answer, Hit
 from tests.conftest import KB, SHARED, write
 
 runner = CliRunner()

@@ -11,27 +11,29 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from kebab_mlflow.calibration import (
-    CalibrationError,
-    Calibrator,
+from kebab_mlflow.cli import app
+from kebab_mlflow.config import build_config
+from kebab_mlflow.evaluation.calibrate import fit_on_golden_set
+from kebab_mlflow.evaluation.runner import build_aggregate
+from kebab_mlflow.golden import GoldenQuery, GoldenSet
+from kebab_mlflow.metrics.calibration import (
     abstention_outcomes,
-    base_versions,
     brier,
     calibration_block,
     calibration_pairs,
-    calibrator_key,
-    calibrator_path,
     ece,
-    fit_on_golden_set,
-    platt_fit,
     reliability_bins,
 )
-from kebab_mlflow.cli import app
-from kebab_mlflow.config import build_config
-from kebab_mlflow.golden import GoldenQuery, GoldenSet
-from kebab_mlflow.pipeline import Answer, VersionSnapshot
-from kebab_mlflow.reference import _load_calibrator, build_pipeline
-from kebab_mlflow.runner import build_aggregate
+from kebab_mlflow.pipeline.calibrator import (
+    CalibrationError,
+    Calibrator,
+    base_versions,
+    calibrator_key,
+    calibrator_path,
+    platt_fit,
+)
+from kebab_mlflow.pipeline.reference import _load_calibrator, build_pipeline
+from kebab_mlflow.records import Answer, VersionSnapshot
 from tests.conftest import GOLDEN, KB, write
 
 runner = CliRunner()

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from conftest import KB
 
-from kebab_mlflow.chunker import ChunkerConfig, chunk_corpus, chunk_document
-from kebab_mlflow.corpus import Document, load_corpus
+from kebab_mlflow.pipeline.chunker import ChunkerConfig, chunk_corpus, chunk_document
+from kebab_mlflow.pipeline.corpus import Document, load_corpus
 
 
 def sentences(n: int, tag: str) -> str:

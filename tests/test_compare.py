@@ -13,18 +13,11 @@ import yaml
 from typer.testing import CliRunner
 
 from kebab_mlflow.cli import app
-from kebab_mlflow.compare import (
-    CompareOptions,
-    ComparisonRefused,
-    RunSide,
-    compare_runs,
-    doc_variant,
-    dumps,
-    to_json,
-    to_markdown,
-)
-from kebab_mlflow.evaluation import RunOptions, execute
-from kebab_mlflow.per_query import PerQueryRow
+from kebab_mlflow.comparison.records import CompareOptions, RunSide
+from kebab_mlflow.comparison.rendering import dumps, to_json, to_markdown
+from kebab_mlflow.comparison.verdict import ComparisonRefused, compare_runs, doc_variant
+from kebab_mlflow.evaluation.per_query import PerQueryRow
+from kebab_mlflow.tracking.log import RunOptions, execute
 from tests.conftest import GOLDEN, KB, ROOT
 
 runner = CliRunner()
@@ -225,7 +218,7 @@ def test_golden_mismatch_refused_unless_allowed(store):
 
 
 def test_unfinished_run_is_refused_naming_its_status(store):
-    from kebab_mlflow.tracking import Tracker
+    from kebab_mlflow.tracking.store import Tracker
 
     tracker = Tracker(store["uri"])
     run_id = tracker.start_run(tracker.experiment_id("kebab-eval"), "killed-run",

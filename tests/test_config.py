@@ -15,8 +15,8 @@ from kebab_mlflow.config import (
     redacted,
 )
 from kebab_mlflow.errors import ConfigError
-from kebab_mlflow.pipeline import VERSION_KEYS
-from kebab_mlflow.reference import versions_for
+from kebab_mlflow.pipeline.reference import versions_for
+from kebab_mlflow.records import VERSION_KEYS
 
 
 def test_the_required_presets_exist():

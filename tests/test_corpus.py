@@ -8,11 +8,11 @@ import json
 import pytest
 from conftest import KB, write
 
-from kebab_mlflow.backends.lexical import BM25Index
 from kebab_mlflow.config import build_config
-from kebab_mlflow.corpus import load_corpus
 from kebab_mlflow.errors import CorpusError
-from kebab_mlflow.reference import build_pipeline
+from kebab_mlflow.pipeline.backends.lexical import BM25Index
+from kebab_mlflow.pipeline.corpus import load_corpus
+from kebab_mlflow.pipeline.reference import build_pipeline
 
 
 def test_folder_doc_ids_are_relative_paths_without_suffix(tmp_path):
@@ -78,7 +78,7 @@ def test_beir_problems_are_reported_with_lines(tmp_path):
 
 
 def test_the_index_is_cached_and_a_second_build_loads_it(tmp_path, monkeypatch):
-    from kebab_mlflow.backends import lexical
+    from kebab_mlflow.pipeline.backends import lexical
 
     config = build_config()
     first = build_pipeline(config, KB)
@@ -118,7 +118,7 @@ def test_a_changed_corpus_or_chunker_gets_a_new_cache_entry(tmp_path):
 
 def test_a_half_moved_bm25_cache_is_rebuilt_not_read(tmp_path):
     """A parallel sweep worker may move the weights in before the vocabulary file."""
-    from kebab_mlflow.backends import lexical
+    from kebab_mlflow.pipeline.backends import lexical
 
     config = build_config()
     first = build_pipeline(config, KB)
@@ -135,8 +135,8 @@ def test_processes_building_the_same_index_at_once_build_it_once(tmp_path):
     import multiprocessing
     import time
 
-    from kebab_mlflow import chunker, reference
-    from kebab_mlflow.backends import lexical
+    from kebab_mlflow.pipeline import chunker, reference
+    from kebab_mlflow.pipeline.backends import lexical
 
     log = tmp_path / "builds.log"
 

@@ -6,6 +6,7 @@ fixture corpus (107 chunks) embeds in a few seconds on two cores.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -16,14 +17,19 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from kebab_mlflow.backends import dense
-from kebab_mlflow.backends.dense import DenseBackend, DenseUnavailableError, embedding_version
-from kebab_mlflow.chunker import Chunk, ChunkerConfig, chunk_corpus
 from kebab_mlflow.cli import app
 from kebab_mlflow.config import DEFAULTS, build_config
-from kebab_mlflow.corpus import load_corpus
 from kebab_mlflow.errors import ConfigError
-from kebab_mlflow.evaluation import RunOptions, execute
+from kebab_mlflow.pipeline.backends import dense
+from kebab_mlflow.pipeline.backends.dense import (
+    DenseBackend,
+    DenseUnavailableError,
+    embedding_version,
+)
+from kebab_mlflow.pipeline.chunker import Chunk, ChunkerConfig, chunk_corpus
+from kebab_mlflow.pipeline.corpus import load_corpus
+from kebab_mlflow.progress import set_task_factory
+from kebab_mlflow.tracking.log import RunOptions, execute
 from tests.conftest import GOLDEN, KB
 
 CONFIG = dict(DEFAULTS["dense"])
@@ -31,20 +37,21 @@ INSTALL = "make setup` (or `pip install -e '.[dense]'`)"
 
 
 class Silent:
-    """A progress hook that records what it was told."""
+    """A progress task factory (kebab_mlflow.progress) that records what it was told."""
 
     def __init__(self):
         self.total, self.done, self.stopped = None, 0, False
 
-    def start(self, total):
+    @contextlib.contextmanager
+    def __call__(self, description, total, unit):
         self.total = total
-        return "task"
+        try:
+            yield self
+        finally:
+            self.stopped = True
 
-    def advance(self, task, n):
+    def advance(self, n=1):
         self.done += n
-
-    def stop(self):
-        self.stopped = True
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +73,7 @@ def _counting(model, calls: list[int]):
 def first_build(fixture_chunks, shared_cache):
     """One embedding of the fixture chunks, in the session's shared cache, as the dense
     preset's index folder: (folder, backend, texts per encode call, progress)."""
-    from kebab_mlflow import reference
+    from kebab_mlflow.pipeline import reference
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("KEBAB_CACHE_DIR", str(shared_cache))
@@ -79,7 +86,11 @@ def first_build(fixture_chunks, shared_cache):
         calls: list[int] = []
         mp.setattr(model, "encode", _counting(model, calls))
         progress = Silent()
-        backend = DenseBackend.load_or_build(CONFIG, fixture_chunks, folder, progress)
+        set_task_factory(progress)
+        try:
+            backend = DenseBackend.load_or_build(CONFIG, fixture_chunks, folder)
+        finally:
+            set_task_factory(None)
     return folder, backend, calls, progress
 
 
@@ -237,7 +248,7 @@ def test_second_build_loads_from_cache_and_embeds_nothing(fixture_chunks, first_
     assert len(files) == 2 and files[0].endswith(".json") and files[1].endswith(".npy")
     assert not any(p.name.startswith(".tmp-") for p in folder.iterdir())
 
-    second = DenseBackend.load_or_build(CONFIG, fixture_chunks, folder, Silent())
+    second = DenseBackend.load_or_build(CONFIG, fixture_chunks, folder)
     assert count_encodes == [] and second.from_cache and second.embed_seconds == 0.0
     np.testing.assert_array_equal(second.embeddings, first.embeddings)
 
@@ -249,11 +260,11 @@ def test_second_build_loads_from_cache_and_embeds_nothing(fixture_chunks, first_
     for name in files:
         (tmp_path / name).write_bytes((folder / name).read_bytes())
     count_encodes.clear()
-    third = DenseBackend.load_or_build(CONFIG, fixture_chunks[:5], tmp_path, Silent())
+    third = DenseBackend.load_or_build(CONFIG, fixture_chunks[:5], tmp_path)
     assert sum(count_encodes) == 5 and third.embeddings.shape == (5, 384)
     count_encodes.clear()
     short = DenseBackend.load_or_build({**CONFIG, "max_seq_length": 16}, fixture_chunks[:4],
-                                       tmp_path, Silent())
+                                       tmp_path)
     assert not short.from_cache and short.embed_seconds > 0  # (another model instance)
     assert np.abs(short.embeddings - first.embeddings[:4]).max() > 0.01
     assert len(list(tmp_path.glob("dense-*.npy"))) == 2
@@ -261,7 +272,7 @@ def test_second_build_loads_from_cache_and_embeds_nothing(fixture_chunks, first_
     # configuration always gets the same vectors whatever was built before
     count_encodes.clear()
     small = DenseBackend.load_or_build({**CONFIG, "batch_size": 4}, fixture_chunks[:5],
-                                       tmp_path, Silent())
+                                       tmp_path)
     assert not small.from_cache and sum(count_encodes) == 5
     assert small.cache_meta["batch_size"] == 4
     assert len(list(tmp_path.glob("dense-*.npy"))) == 3
@@ -320,8 +331,8 @@ def test_config_presets_select_the_backends():
 
 
 def test_answer_similarity_is_the_models_cosine_and_calibrate_fits_platt_on_it():
-    from kebab_mlflow.calibration import fit_on_golden_set
-    from kebab_mlflow.reference import QuerySimilarity, build_pipeline
+    from kebab_mlflow.evaluation.calibrate import fit_on_golden_set
+    from kebab_mlflow.pipeline.reference import QuerySimilarity, build_pipeline
 
     on = {"answer.similarity": True}
     fit = fit_on_golden_set(GOLDEN, KB, method="platt", overrides=on)
@@ -343,7 +354,7 @@ def test_answer_similarity_is_the_models_cosine_and_calibrate_fits_platt_on_it()
              "the harbour ferry and its replacement budget of 18.3 million euros."]
     reset = QuerySimilarity(CONFIG)
     first = reset(question, texts)
-    from kebab_mlflow import reference
+    from kebab_mlflow.pipeline import reference
 
     reference._TEXT_VECTORS.clear()
     assert [reset(question, [t])[0] for t in reversed(texts)] == first[::-1]

@@ -14,9 +14,9 @@ import json, sys, tempfile
 from pathlib import Path
 from kebab_mlflow.config import build_config
 from kebab_mlflow.golden import load_golden_set
-from kebab_mlflow.reference import build_pipeline
-from kebab_mlflow.runner import run_queries
-from kebab_mlflow.scoring import cutoffs_for
+from kebab_mlflow.pipeline.reference import build_pipeline
+from kebab_mlflow.evaluation.runner import run_queries
+from kebab_mlflow.metrics.scoring import cutoffs_for
 
 golden = load_golden_set(sys.argv[1])
 pipeline = build_pipeline(build_config(sys.argv[3]), sys.argv[2])

@@ -20,7 +20,7 @@ import pytest
 from typer.testing import CliRunner
 
 from kebab_mlflow.cli import app
-from kebab_mlflow.per_query import file_digest
+from kebab_mlflow.evaluation.per_query import file_digest
 from tests import servers
 from tests.conftest import GOLDEN, KB, ROOT, write
 from tests.servers import closed_port_url, start_mlflow_server

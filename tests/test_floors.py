@@ -11,16 +11,16 @@ from fractions import Fraction
 
 import numpy as np
 
-from kebab_mlflow.backends.floors import (
+from kebab_mlflow.config import build_config
+from kebab_mlflow.golden import GoldenQuery
+from kebab_mlflow.pipeline.backends.floors import (
     OracleBackend,
     RandomBackend,
     oracle_truth,
     random_score,
     random_scores,
 )
-from kebab_mlflow.config import build_config
-from kebab_mlflow.golden import GoldenQuery
-from kebab_mlflow.reference import build_pipeline
+from kebab_mlflow.pipeline.reference import build_pipeline
 from tests.conftest import KB, ROOT
 
 
@@ -75,7 +75,7 @@ SCRIPT = """
 import json, sys
 from kebab_mlflow.config import build_config
 from kebab_mlflow.golden import GoldenQuery
-from kebab_mlflow.reference import build_pipeline
+from kebab_mlflow.pipeline.reference import build_pipeline
 p = build_pipeline(build_config("random_retrieval"), sys.argv[1])
 print(json.dumps([[h.chunk_id, h.score.hex()] for h in p.search("tram budget", 10)]))
 """

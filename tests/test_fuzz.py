@@ -17,9 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kebab_mlflow.errors import GoldenSetError, InputError, KebabError, PerQueryError
-from kebab_mlflow.evaluation import RunOptions, execute
+from kebab_mlflow.evaluation.per_query import read_per_query
 from kebab_mlflow.golden import QUERY_FIELDS, TOP_LEVEL_KEYS, parse_golden_set
-from kebab_mlflow.per_query import read_per_query
+from kebab_mlflow.tracking.log import RunOptions, execute
 from tests.conftest import GOLDEN, KB, write
 
 FUZZ = settings(max_examples=150, deadline=None,
@@ -161,7 +161,7 @@ sweep_docs = st.one_of(values, st.dictionaries(sweep_keys, st.one_of(values, swe
 
 
 def load_sweep_text(raw: bytes) -> None:
-    from kebab_mlflow.sweep import load_sweep
+    from kebab_mlflow.sweep.spec import load_sweep
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "sweep.yaml"
@@ -186,7 +186,7 @@ def test_sweep_loader_random_bytes(raw):
 
 
 def test_sweep_python_object_tag_is_refused_and_not_executed(tmp_path):
-    from kebab_mlflow.sweep import SweepError, load_sweep
+    from kebab_mlflow.sweep.spec import SweepError, load_sweep
 
     flag = tmp_path / "pwned"
     path = write(tmp_path / "s.yaml",

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from kebab_mlflow.gauge import (
+from kebab_mlflow.stats.gauge import (
     ALIVE,
     DEAD,
     MISSING,

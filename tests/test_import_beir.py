@@ -9,7 +9,7 @@ from conftest import write
 
 from kebab_mlflow.errors import CorpusError
 from kebab_mlflow.golden import load_golden_set
-from kebab_mlflow.importers import import_beir, read_qrels
+from kebab_mlflow.importers.beir import import_beir, read_qrels
 
 
 def beir_folder(root, qrels: str, queries=None):

@@ -9,9 +9,9 @@ import sys
 import numpy as np
 import pytest
 
-from kebab_mlflow.backends import top_k_indices, top_k_positions
-from kebab_mlflow.backends.lexical import BM25Index
-from kebab_mlflow.text import split_sentences, stop_words, tokenize
+from kebab_mlflow.pipeline.backends import top_k_indices, top_k_positions
+from kebab_mlflow.pipeline.backends.lexical import BM25Index
+from kebab_mlflow.pipeline.text import split_sentences, stop_words, tokenize
 
 DOCS = [
     "The tram extension budget is large.",
@@ -125,7 +125,7 @@ def test_top_k_agrees_with_a_full_sort_on_random_ties():
 
 
 def test_stop_words_are_scikit_learns_read_without_importing_scikit_learn():
-    probe = ("import sys; from kebab_mlflow.text import stop_words; words = stop_words(); "
+    probe = ("import sys; from kebab_mlflow.pipeline.text import stop_words; words = stop_words(); "
              "print(len(words), 'sklearn' in sys.modules)")
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                           check=True)

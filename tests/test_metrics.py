@@ -29,8 +29,8 @@ from kebab_mlflow.metrics.retrieval import (
     precision_at_k,
     recall_at_k,
 )
-from kebab_mlflow.pipeline import Hit
-from kebab_mlflow.scoring import QueryResult, cutoffs_for, score_results
+from kebab_mlflow.metrics.scoring import cutoffs_for, score_results
+from kebab_mlflow.records import Hit, QueryResult
 
 
 def table(rankings, relevance, depth):

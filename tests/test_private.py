@@ -15,8 +15,8 @@ import yaml
 from typer.testing import CliRunner
 
 from kebab_mlflow.cli import app
-from kebab_mlflow.evaluation import RunOptions, execute
-from kebab_mlflow.per_query import read_per_query
+from kebab_mlflow.evaluation.per_query import read_per_query
+from kebab_mlflow.tracking.log import RunOptions, execute
 from tests.conftest import GOLDEN, KB, write
 
 runner = CliRunner()
@@ -45,7 +45,7 @@ def secrets(tmp_path: Path) -> list[str]:
     answers the pipeline gives (from a non-private twin run in a separate store), every
     chunk and document of the corpus (whole and 40-character windows)."""
     from kebab_mlflow.config import build_config
-    from kebab_mlflow.reference import build_pipeline
+    from kebab_mlflow.pipeline.reference import build_pipeline
 
     path, queries, expected = private_golden(tmp_path)
     twin = write(tmp_path / "twin.yaml", path.read_text().replace("private: true",

@@ -18,8 +18,8 @@ import pytest
 from conftest import SHARED
 
 from kebab_mlflow.golden import GoldenQuery
-from kebab_mlflow.pipeline import Hit
-from kebab_mlflow.scoring import QueryResult, cutoffs_for, score_results
+from kebab_mlflow.metrics.scoring import cutoffs_for, score_results
+from kebab_mlflow.records import Hit, QueryResult
 
 SCIFACT = SHARED / "datasets" / "scifact"
 DEPTH = 100
@@ -30,9 +30,9 @@ pytrec_eval = pytest.importorskip("pytrec_eval")
 def scifact_run():
     if not (SCIFACT / "corpus.jsonl.gz").is_file():
         pytest.skip(f"SciFact not found under {SCIFACT}")
-    from kebab_mlflow.backends.lexical import BM25Index
-    from kebab_mlflow.chunker import ChunkerConfig, chunk_corpus
-    from kebab_mlflow.corpus import load_corpus
+    from kebab_mlflow.pipeline.backends.lexical import BM25Index
+    from kebab_mlflow.pipeline.chunker import ChunkerConfig, chunk_corpus
+    from kebab_mlflow.pipeline.corpus import load_corpus
 
     chunks = chunk_corpus(load_corpus(SCIFACT / "corpus.jsonl.gz"), ChunkerConfig("document"))
     index = BM25Index.build([c.text for c in chunks], 0.9, 0.4)

@@ -15,8 +15,8 @@ import pytest
 from typer.testing import CliRunner
 
 from kebab_mlflow.cli import app
-from kebab_mlflow.evaluation import RunOptions, execute
-from kebab_mlflow.per_query import file_digest, read_per_query
+from kebab_mlflow.evaluation.per_query import file_digest, read_per_query
+from kebab_mlflow.tracking.log import RunOptions, execute
 from tests.conftest import GOLDEN, KB, ROOT, mlflow_client, runs_in, write
 
 runner = CliRunner()
@@ -134,9 +134,10 @@ class Exploding:
 
 def test_a_query_that_raises_is_recorded_and_counted(tmp_path):
     from kebab_mlflow.config import build_config
+    from kebab_mlflow.errors import QueryFailed
+    from kebab_mlflow.evaluation.runner import run_queries
     from kebab_mlflow.golden import load_golden_set
-    from kebab_mlflow.reference import build_pipeline
-    from kebab_mlflow.runner import QueryFailed, run_queries
+    from kebab_mlflow.pipeline.reference import build_pipeline
 
     golden = load_golden_set(GOLDEN)
     pipeline = Exploding(build_pipeline(build_config(), KB))
@@ -156,9 +157,9 @@ def test_a_batch_without_ask_queries_keeps_the_answer_scores_aligned(tmp_path):
     import dataclasses
 
     from kebab_mlflow.config import build_config
+    from kebab_mlflow.evaluation.runner import BATCH_SIZE, run_queries
     from kebab_mlflow.golden import load_golden_set
-    from kebab_mlflow.reference import build_pipeline
-    from kebab_mlflow.runner import BATCH_SIZE, run_queries
+    from kebab_mlflow.pipeline.reference import build_pipeline
 
     fixture = load_golden_set(GOLDEN)
     plain = [q for q in fixture.queries if not q.ask]
@@ -190,7 +191,7 @@ def test_sigterm_ends_the_run_killed(store_uri, tmp_path):
     """A pipeline that sleeps per query; SIGTERM mid-run → the MLflow run is KILLED."""
     write(tmp_path / "slowtarget.py", (
         "import time\n"
-        "from kebab_mlflow.pipeline import Hit, Answer, VersionSnapshot\n"
+        "from kebab_mlflow.records import Hit, Answer, VersionSnapshot\n"
         "class Slow:\n"
         "    versions = VersionSnapshot('p','c','e','i','t')\n"
         "    def search(self, query, k):\n"
@@ -200,7 +201,7 @@ def test_sigterm_ends_the_run_killed(store_uri, tmp_path):
         "        return Answer('x', ('harbor-transit#0',))\n"
         "pipeline = Slow()\n"))
     env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"}
-    from kebab_mlflow.tracking import Tracker
+    from kebab_mlflow.tracking.store import Tracker
 
     Tracker(store_uri).experiment_id("kebab-eval")  # the store exists before we poll it
     proc = subprocess.Popen([sys.executable, "-m", "kebab_mlflow.cli", "run", "--golden",

@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from kebab_mlflow.cli import app
-from kebab_mlflow.per_query import file_digest, read_per_query
+from kebab_mlflow.evaluation.per_query import file_digest, read_per_query
 from tests import servers
 from tests.conftest import GOLDEN, KB, write
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy import stats as sp
 
-from kebab_mlflow import stats
+from kebab_mlflow.stats import resampling as stats
 
 
 def _mean_delta(x, y, axis=-1):

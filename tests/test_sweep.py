@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from kebab_mlflow.cli import app
 from kebab_mlflow.errors import ConfigError
-from kebab_mlflow.sweep import SweepError, load_sweep
+from kebab_mlflow.sweep.spec import SweepError, load_sweep
 from tests.conftest import FIXTURES, GOLDEN, KB, mlflow_client, runs_in, write
 
 runner = CliRunner()
@@ -147,7 +147,7 @@ def test_validation_error_exits_2_and_creates_no_run(tmp_path, store_uri):
 def _pipeline(preset: str):
     from kebab_mlflow.config import build_config
     from kebab_mlflow.golden import load_golden_set
-    from kebab_mlflow.reference import build_pipeline
+    from kebab_mlflow.pipeline.reference import build_pipeline
 
     golden = load_golden_set(GOLDEN)
     truth = {q.query: (q.expected_chunk_ids, q.relevant_doc_grades) for q in golden.queries}
@@ -155,7 +155,7 @@ def _pipeline(preset: str):
 
 
 def test_random_floor_returns_depth_hits_deterministically():
-    from kebab_mlflow.backends.floors import random_score
+    from kebab_mlflow.pipeline.backends.floors import random_score
 
     pipeline, golden = _pipeline("random_retrieval")
     queries = [q.query for q in golden.queries[:5]]
@@ -285,7 +285,7 @@ rows:
 
 
 def test_resume_reruns_only_the_killed_row(tmp_path, store_uri):
-    from kebab_mlflow.tracking import Tracker
+    from kebab_mlflow.tracking.store import Tracker
 
     path = _sweep_file(tmp_path, SMALL)
     first = runner.invoke(app, ["sweep", str(path), "--tracking-uri", store_uri, "--json"])
@@ -319,7 +319,7 @@ def test_resume_reruns_only_the_killed_row(tmp_path, store_uri):
 
 SLOW_TARGET = """\
 import time
-from kebab_mlflow.pipeline import Hit
+from kebab_mlflow.records import Hit
 
 def search(query, k):
     time.sleep(0.2)
@@ -355,8 +355,8 @@ rows:
 
 
 def test_resume_refuses_a_changed_sweep_file_or_a_non_sweep_run(tmp_path, store_uri):
-    from kebab_mlflow.sweep import run_sweep
-    from kebab_mlflow.tracking import Tracker
+    from kebab_mlflow.sweep.execution import run_sweep
+    from kebab_mlflow.tracking.store import Tracker
 
     spec = load_sweep(_sweep_file(tmp_path, SMALL))
     tracker = Tracker(store_uri)

@@ -20,16 +20,11 @@ from typer.testing import CliRunner
 
 from kebab_mlflow.cli import app
 from kebab_mlflow.errors import Problem, TargetError
-from kebab_mlflow.pipeline import VERSION_KEYS, Answer, Hit, VersionSnapshot
-from kebab_mlflow.targets import (
-    HttpTarget,
-    ReplyError,
-    TargetOptions,
-    load_target,
-    parse_answer,
-    parse_hits,
-    parse_reply,
-)
+from kebab_mlflow.records import VERSION_KEYS, Answer, Hit, VersionSnapshot
+from kebab_mlflow.targets import load_target
+from kebab_mlflow.targets.http import HttpTarget
+from kebab_mlflow.targets.reply import ReplyError, parse_answer, parse_hits, parse_reply
+from kebab_mlflow.targets.spec import TargetOptions
 from tests.conftest import GOLDEN, ROOT, write
 
 TARGETS = ROOT / "fixtures" / "targets"
@@ -468,7 +463,7 @@ def test_bad_option_values_are_all_reported():
 
 
 def test_logged_options_keep_keys_and_passwords_out():
-    from kebab_mlflow.targets import logged_options
+    from kebab_mlflow.targets.spec import logged_options
 
     spec = (" http://u:pw@h/s?token=SECRET&retries=3&seed=7&index_version=v2"
             "&versions_url=http://u:pw@h/v%3Fkey%3DSECRET ")

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from kebab_mlflow.golden import GoldenQuery
-from kebab_mlflow.pipeline import Answer, Hit
+from kebab_mlflow.records import Answer, Hit
 
 NAN = float("nan")
 

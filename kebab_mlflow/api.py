@@ -1,0 +1,63 @@
+"""The Python API: evaluate in memory, record in MLflow when asked, compare, sweep.
+
+Everything here but :func:`log_run`, a run reference given to :func:`compare` and
+:func:`run_sweep` works without importing mlflow. See the README's "Python API".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from kebab_mlflow.comparison.records import CompareOptions, Comparison, RunSide
+from kebab_mlflow.evaluation.evaluate import EvalResult, evaluate, reference_pipeline
+from kebab_mlflow.golden import load_golden_set
+from kebab_mlflow.tracking.log import log_run, run_tags
+
+__all__ = ["compare", "evaluate", "load_golden_set", "log_run", "reference_pipeline",
+           "run_sweep"]
+
+
+def compare(baseline: EvalResult | str, candidate: EvalResult | str, *,
+            options: CompareOptions | None = None, experiment: str = "kebab-eval",
+            tracking_uri: str | None = None, **option_values: Any) -> Comparison:
+    """Compare two evaluations: each an :class:`EvalResult` (in memory) or a run reference
+    (id, name, ``@baseline``, ``@latest``) read from the tracking store. ``option_values``
+    are :class:`CompareOptions` fields (``gates=("ndcg_at_10_doc",)``, ``seed=1``, ...)."""
+    from kebab_mlflow.comparison.verdict import compare_runs
+
+    options = options or CompareOptions(**option_values)
+    sides = [_side(side, role, experiment, tracking_uri)
+             for side, role in ((baseline, "baseline"), (candidate, "candidate"))]
+    return compare_runs(sides[0], sides[1], options)
+
+
+def _side(side: EvalResult | str, role: str, experiment: str,
+          tracking_uri: str | None) -> RunSide:
+    if isinstance(side, EvalResult):
+        return side_of_result(side, role)
+    from kebab_mlflow.comparison.loading import load_side
+    from kebab_mlflow.tracking.store import Tracker
+
+    return load_side(Tracker(tracking_uri), experiment, side, role)
+
+
+def side_of_result(result: EvalResult, name: str) -> RunSide:
+    """An in-memory result as compare sees a run: its params, tags and per-query rows."""
+    tags: Mapping[str, str] = {**run_tags(result.golden, result.source),
+                               "kebab.per_query_sha256": result.per_query_sha256}
+    params = {k: str(v) for k, v in result.params().items()}
+    return RunSide(f"in-memory:{name}", name, "FINISHED", params, dict(tags), result.rows(),
+                   result.per_query_sha256)
+
+
+def run_sweep(path: str | Path, *, experiment: str | None = None,
+              tracking_uri: str | None = None, jobs: int = 1, resume: str | None = None) -> Any:
+    """Run the sweep file at ``path`` (a parent MLflow run with one child per row, and the
+    gauge); its :class:`~kebab_mlflow.sweep.spec.SweepResult`."""
+    from kebab_mlflow.sweep.execution import run_sweep as run
+    from kebab_mlflow.sweep.spec import load_sweep
+
+    return run(load_sweep(path), experiment=experiment, tracking_uri=tracking_uri, jobs=jobs,
+               resume=resume)

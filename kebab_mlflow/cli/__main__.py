@@ -1,0 +1,5 @@
+"""``python -m kebab_mlflow.cli``."""
+
+from kebab_mlflow.cli import main
+
+main()

@@ -1,0 +1,69 @@
+"""The command line: parse, call the library, render, map errors to exit codes.
+
+Exit codes: 0 success, 1 a result that should fail CI (Regressed, a failed query under
+--fail-fast), 2 bad input or usage, 130 interrupted. Heavy imports (mlflow, sklearn, torch)
+happen inside the commands that need them, so ``--help`` is instant.
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+
+from kebab_mlflow.errors import KebabError
+
+
+def _report(exc: KebabError) -> None:
+    from kebab_mlflow.cli.console import err
+
+    err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+
+
+class _App(typer.Typer):
+    """A Typer whose commands turn a KebabError into its message and exit code (no traceback),
+    however they are invoked (console script, ``python -m``, CliRunner in tests)."""
+
+    def command(self, *args, **kwargs):
+        register = super().command(*args, **kwargs)
+
+        def wrap(fn):
+            @functools.wraps(fn)
+            def guarded(*a, **kw):
+                from kebab_mlflow.cli.console import install
+
+                install()
+                try:
+                    return fn(*a, **kw)
+                except KebabError as exc:
+                    _report(exc)
+                    raise typer.Exit(exc.exit_code) from None
+
+            return register(guarded)
+
+        return wrap
+
+
+app = _App(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+           help="Evaluate retrieval/RAG pipelines on golden sets; MLflow is the record.")
+baseline_app = _App(help="Mark or show the experiment's baseline run.", no_args_is_help=True)
+app.add_typer(baseline_app, name="baseline")
+
+TrackingUri = Annotated[str | None, typer.Option(
+    "--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI or the embedded "
+    "sqlite store in ./mlruns)")]
+Experiment = Annotated[str, typer.Option("--experiment", help="MLflow experiment name")]
+
+
+def main() -> None:
+    try:
+        app()  # click maps usage errors to exit 2 itself; always ends in SystemExit
+    finally:
+        # A command leaves ~350k objects behind (MLflow, pandas, the corpus) and the
+        # interpreter's collections at exit walk them all: ~0.7 s after the work is done.
+        # Frozen objects are skipped; reference counting still frees them, atexit handlers
+        # still run, and the memory goes back to the OS either way.
+        gc.freeze()

@@ -1,0 +1,112 @@
+"""Terminal output: a stderr console, progress bars and tables (rich comes with typer)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from kebab_mlflow.formatting import number
+
+err = Console(stderr=True)
+out = Console()
+
+
+class RateColumn(TextColumn):
+    """Average items per second since the start (steadier than rich's windowed speed)."""
+
+    def __init__(self, unit: str) -> None:
+        super().__init__("")
+        self.unit = unit
+
+    def render(self, task):  # noqa: D401 - rich API
+        from rich.text import Text
+
+        elapsed = task.finished_time if task.finished else task.elapsed
+        speed = task.completed / elapsed if elapsed and task.completed else None
+        return Text(f"{speed:,.1f} {self.unit}/s" if speed else f"… {self.unit}/s", style="cyan")
+
+
+class ProgressBar:
+    """A rich bar on stderr with the rate and ETA: ``start(total)``, ``advance(task, n)``,
+    ``stop()``."""
+
+    def __init__(self, label: str = "queries", unit: str = "q", enabled: bool = True):
+        self.progress = Progress(TextColumn(f"[bold]{label}"), BarColumn(), MofNCompleteColumn(),
+                                 RateColumn(unit), TimeElapsedColumn(), TextColumn("ETA"),
+                                 TimeRemainingColumn(), console=err, disable=not enabled,
+                                 transient=False)
+
+    def start(self, total: int):
+        self.progress.start()
+        return self.progress.add_task("work", total=total)
+
+    def advance(self, task, n: int) -> None:
+        self.progress.advance(task, n)
+
+    def stop(self) -> None:
+        self.progress.stop()
+
+
+def table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> Table:
+    t = Table(title=title, show_lines=False)
+    for c in columns:
+        t.add_column(c, overflow="fold")
+    for r in rows:
+        t.add_row(*[number(v)
+                    for v in r])
+    return t
+
+
+def metrics_table(title: str, metrics: Mapping[str, float | None]) -> Table:
+    return table(title, ["metric", "value"], list(metrics.items()))
+
+
+class _BarTask:
+    def __init__(self, bar: ProgressBar, task: Any):
+        self.bar, self.task = bar, task
+
+    def advance(self, n: int = 1) -> None:
+        self.bar.advance(self.task, n)
+
+
+@contextlib.contextmanager
+def bar_task(description: str, total: int | None, unit: str) -> Iterator[_BarTask]:
+    """The library's progress tasks (:mod:`kebab_mlflow.progress`) as rich bars on stderr."""
+    bar = ProgressBar(description, unit=unit)
+    task = bar.start(total)
+    try:
+        yield _BarTask(bar, task)
+    finally:
+        bar.stop()
+
+
+class _StderrWarnings(logging.Handler):
+    """The library's warnings as ``warning: ...`` lines on the stderr of the moment."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        sys.stderr.write(f"warning: {record.getMessage()}\n")
+        sys.stderr.flush()
+
+
+def install() -> None:
+    """Route the library's progress and warnings to this terminal (once per process)."""
+    from kebab_mlflow import progress
+
+    progress.set_task_factory(bar_task)
+    if not any(isinstance(h, _StderrWarnings) for h in progress.logger.handlers):
+        progress.logger.addHandler(_StderrWarnings())
+        progress.logger.propagate = False

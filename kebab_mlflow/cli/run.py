@@ -1,0 +1,124 @@
+"""CLI commands that check input and make runs: validate, metrics, presets, run, import-beir,
+upload."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from kebab_mlflow.cli.app import Experiment, TrackingUri, app
+
+
+@app.command()
+def validate(golden: Annotated[Path, typer.Argument(help="golden-set YAML file")]) -> None:
+    """Check a golden-set file; exit 2 listing every problem with file:line and query id."""
+    from kebab_mlflow.golden import load_golden_set
+
+    g = load_golden_set(golden)
+    typer.echo(f"{golden}: OK — {len(g)} queries, golden set {g.name!r}"
+               + (" (private)" if g.private else ""))
+
+
+@app.command()
+def metrics() -> None:
+    """List every metric with its level and definition."""
+    from kebab_mlflow.cli.console import out, table
+    from kebab_mlflow.metrics import METRICS
+
+    out.print(table("metrics", ["name", "level", "definition"],
+                    [(m.name, m.level, m.description) for m in METRICS.values()]))
+
+
+@app.command()
+def presets() -> None:
+    """List the pipeline presets and the configuration keys --set accepts."""
+    from kebab_mlflow.cli.console import out, table
+    from kebab_mlflow.config import DEFAULTS, PRESETS, flatten
+
+    out.print(table("presets", ["preset", "what", "overrides"],
+                    [(n, d, ", ".join(f"{k}={v}" for k, v in o.items()) or "—")
+                     for n, (d, o) in PRESETS.items()]))
+    out.print(table("config keys (--set KEY=VALUE)", ["key", "default"],
+                    [(k, repr(v)) for k, v in flatten(DEFAULTS).items()]))
+
+
+@app.command()
+def run(
+    golden: Annotated[Path, typer.Option(help="golden-set YAML")] = Path(
+        "fixtures/golden_queries.yaml"),
+    corpus: Annotated[Path, typer.Option(help="folder of .md/.txt or BEIR corpus.jsonl[.gz]")]
+    = Path("fixtures/kb"),
+    preset: Annotated[str, typer.Option(help="pipeline preset (see `presets`)")]
+    = "naive_baseline",
+    k: Annotated[int, typer.Option("--k", help="retrieval depth; metrics at cut-offs <= k")] = 10,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="config override KEY=VALUE")]
+    = None,
+    experiment: Experiment = "kebab-eval",
+    tracking_uri: TrackingUri = None,
+    run_name: Annotated[str | None, typer.Option(help="MLflow run name")] = None,
+    seed: Annotated[int, typer.Option(help="seed recorded with the run")] = 0,
+    fail_fast: Annotated[bool, typer.Option(help="stop at the first query that raises")] = False,
+    target: Annotated[str | None, typer.Option(
+        help="evaluate another system: python:mod:attr, http://..., cmd:TEMPLATE")] = None,
+    concurrency: Annotated[int, typer.Option(help="parallel queries for I/O-bound targets")] = 1,
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON object on stdout")]
+    = False,
+) -> None:
+    """Run the golden set through a pipeline and record the eval as one MLflow run."""
+    from kebab_mlflow.cli.console import err, metrics_table
+    from kebab_mlflow.config import parse_overrides
+    from kebab_mlflow.evaluation.report import HEADLINE
+    from kebab_mlflow.tracking.log import RunOptions, execute
+
+    options = RunOptions(str(golden), str(corpus), preset, k, parse_overrides(set_ or []),
+                         experiment, tracking_uri, run_name, seed, fail_fast, target,
+                         concurrency)
+    result = execute(options, on_status=lambda s: err.print(f"… {s}"))
+    if as_json:
+        typer.echo(json.dumps({"run_id": result.run_id, "experiment_id": result.experiment_id,
+                               "status": result.status, "metrics": result.metrics,
+                               "timings": result.timings}))
+        return
+    overall = result.aggregate["overall"]
+    err.print(metrics_table("summary", {n: overall.get(n) for n in HEADLINE if n in overall}))
+    err.print(f"run [bold]{result.run_id}[/] {result.status} in experiment {experiment}")
+    err.print(f"open the MLflow UI: [cyan]{result.ui_command}[/]  (or `kebab-mlflow ui`)")
+
+
+@app.command("import-beir")
+def import_beir_cmd(
+    folder: Annotated[Path, typer.Argument(help="BEIR folder: corpus, queries.jsonl, qrels/")],
+    out: Annotated[Path, typer.Option("--out", help="golden-set YAML to write")],
+    split: Annotated[str, typer.Option(help="qrels split")] = "test",
+    name: Annotated[str | None, typer.Option(help="golden-set name")] = None,
+) -> None:
+    """Turn a BEIR collection into a golden set with graded expected_doc_ids."""
+    from kebab_mlflow.importers.beir import import_beir
+
+    s = import_beir(folder, split, out, name)
+    typer.echo(f"wrote {s.written} queries to {s.out}; {s.skipped_without_judgments} queries "
+               f"without judgments in split {split!r} left out")
+
+
+@app.command()
+def upload(
+    recovery_dir: Annotated[Path, typer.Argument(help="folder printed when a run lost its store")],
+    tracking_uri: TrackingUri = None,
+) -> None:
+    """Publish a recovery folder to MLflow as the run it belongs to."""
+    import shutil
+
+    from kebab_mlflow.errors import InputError
+    from kebab_mlflow.tracking.log import MANIFEST, publish
+    from kebab_mlflow.tracking.store import Tracker
+
+    manifest = recovery_dir / MANIFEST
+    if not manifest.is_file():
+        raise InputError(f"{recovery_dir} is not a recovery folder (no {MANIFEST})")
+    data = json.loads(manifest.read_text())
+    publish(Tracker(tracking_uri or data["tracking_uri"]), recovery_dir)
+    shutil.rmtree(recovery_dir)
+    typer.echo(f"published run {data['run_id']}")

@@ -1,0 +1,59 @@
+"""Load both sides of a comparison through the tracking layer: run records and per_query.jsonl."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from kebab_mlflow.comparison.records import RunSide
+from kebab_mlflow.errors import ComparisonRefused, Problem
+from kebab_mlflow.evaluation.per_query import file_digest, read_per_query
+from kebab_mlflow.records import RunRecord
+
+
+def load_pair(tracker: Any, experiment: str, baseline_ref: str, candidate_ref: str,
+              workdir: Path | None = None) -> tuple[RunSide, RunSide]:
+    """Resolve both references, refuse unfinished runs, download and read ``per_query.jsonl``."""
+    from kebab_mlflow.tracking.references import resolve_run
+
+    runs = [resolve_run(tracker, experiment, ref) for ref in (baseline_ref, candidate_ref)]
+    problems = [p for role, r in zip(("baseline", "candidate"), runs, strict=True)
+                for p in _unusable(role, r)]
+    if problems:
+        raise ComparisonRefused(problems)
+    with tempfile.TemporaryDirectory(prefix="kebab-compare-", dir=workdir) as tmp:
+        baseline, candidate = (_side(tracker, r, Path(tmp) / role)
+                               for role, r in zip(("baseline", "candidate"), runs, strict=True))
+    return baseline, candidate
+
+
+def load_side(tracker: Any, experiment: str, ref: str, role: str) -> RunSide:
+    """One side of a comparison from a run reference."""
+    from kebab_mlflow.tracking.references import resolve_run
+
+    run = resolve_run(tracker, experiment, ref)
+    if problems := _unusable(role, run):
+        raise ComparisonRefused(problems)
+    with tempfile.TemporaryDirectory(prefix="kebab-compare-") as tmp:
+        return _side(tracker, run, Path(tmp))
+
+
+def _unusable(role: str, r: RunRecord) -> list[Problem]:
+    problems = []
+    if r.status != "FINISHED":
+        problems.append(Problem(f"run {r.run_id} ({r.run_name}) is {r.status}; only FINISHED "
+                                "runs can be compared", role))
+    if r.tags.get("kebab.kind") == "sweep":
+        problems.append(Problem(f"run {r.run_id} ({r.run_name}) is a sweep parent, not an eval "
+                                "run; compare two of its rows (its child runs) instead", role))
+    return problems
+
+
+def _side(tracker: Any, r: RunRecord, folder: Path) -> RunSide:
+    path = tracker.download_artifact(r.run_id, "per_query.jsonl", folder)
+    digest = file_digest(path)
+    # a file that fails its digest is not parsed: compare_runs reports the mismatch
+    intact = digest == r.tags.get("kebab.per_query_sha256")
+    return RunSide(r.run_id, r.run_name, r.status, dict(r.params), dict(r.tags),
+                   tuple(read_per_query(path)) if intact else (), digest)

@@ -1,0 +1,131 @@
+"""A Comparison as JSON, markdown and terminal rows."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import Any
+
+from kebab_mlflow.comparison.records import KINDS, Comparison, QueryDiff
+from kebab_mlflow.formatting import number
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+def to_json(c: Comparison) -> dict[str, Any]:
+    o = c.options
+    return _clean({
+        "verdict": c.verdict,
+        "reasons": list(c.reasons),
+        "rule": c.rule,
+        "exit_code": c.exit_code,
+        "level": c.level,
+        "notes": list(c.notes),
+        "warnings": list(c.warnings),
+        "settings": {"gates": [m.gate for m in c.metrics], "alpha": o.alpha,
+                     "confidence": o.confidence,
+                     "resamples": o.resamples, "seed": o.seed, "strict": o.strict,
+                     "allow_golden_mismatch": o.allow_golden_mismatch,
+                     "small_set_threshold": o.small_set, "multiple_comparisons": "holm"},
+        "n": {"queries": c.n_queries, "with_ground_truth": c.n_with_truth, **c.dropped},
+        "baseline": c.baseline,
+        "candidate": c.candidate,
+        "versions": [{"key": k, "baseline": b, "candidate": v, "same": s}
+                     for k, b, v, s in c.versions],
+        "counts": c.counts,
+        "metrics": [asdict(m) for m in c.metrics],
+        "queries": [asdict(q) for q in ordered(c.queries)],
+    })
+
+
+def dumps(c: Comparison) -> str:
+    return json.dumps(to_json(c), indent=1, allow_nan=False, ensure_ascii=False)
+
+
+def ordered(queries: Sequence[QueryDiff]) -> list[QueryDiff]:
+    """Regressions first, then losses, wins, draws with a flip, plain draws (stable)."""
+    def key(q: QueryDiff) -> int:
+        if q.kind == "Draw":
+            return 3 if (q.contains_all or q.refusal) else 4
+        return KINDS.index(q.kind)
+
+    return sorted(queries, key=key)
+
+
+def _rank_text(rank: int | None) -> str:
+    return "miss" if rank is None else str(rank)
+
+
+def metric_rows(c: Comparison) -> list[list[str]]:
+    return [[m.name + ("" if m.name == m.gate else f" (gate {m.gate})"), str(m.n),
+             number(m.baseline), number(m.candidate), number(m.delta, signed=True),
+             f"[{number(m.ci_low, signed=True)}, {number(m.ci_high, signed=True)}]",
+             number(m.p_value), number(m.p_holm), m.significant or "—"] for m in c.metrics]
+
+
+METRIC_COLUMNS = ["metric", "n", "baseline", "candidate", "delta", "95% CI", "p", "p Holm",
+                  "significant"]
+
+
+def query_rows(c: Comparison, limit: int | None = None) -> tuple[list[list[str]], int]:
+    shown = [q for q in ordered(c.queries)
+             if q.kind != "Draw" or q.contains_all or q.refusal]
+    rows = [[q.kind, q.id, _rank_text(q.baseline_rank), _rank_text(q.candidate_rank),
+             q.contains_all or "", q.refusal or "", number(q.top_score_delta, signed=True),
+             ("(private)" if c.private else (q.query or ""))] for q in shown[:limit]]
+    return rows, len(shown) - len(rows)
+
+
+QUERY_COLUMNS = ["kind", "id", "base rank", "cand rank", "contains_all", "refusal",
+                 "top-score Δ", "query"]
+
+
+def headline(c: Comparison) -> str:
+    b, d = c.baseline, c.candidate
+    return (f"{c.verdict}: candidate {d['name']} ({d['run_id']}) vs baseline {b['name']} "
+            f"({b['run_id']}), {c.n_queries} queries ({c.n_with_truth} with ground truth), "
+            f"{c.level} level")
+
+
+def to_markdown(c: Comparison, query_limit: int = 200) -> str:
+    lines = [f"# Compare: {c.verdict}", ""]
+    lines += [f"> **{note}**" for note in c.notes] + ([""] if c.notes else [])
+    lines += [headline(c), ""]
+    lines += [f"- {r}" for r in c.reasons] + [""]
+    lines += ["**Rule.** " + c.rule, ""]
+    if c.warnings:
+        lines += ["## Warnings", ""] + [f"- {w}" for w in c.warnings] + [""]
+    lines += ["## Gated metrics", "", "| " + " | ".join(METRIC_COLUMNS) + " |",
+              "|" + "---|" * len(METRIC_COLUMNS)]
+    lines += ["| " + " | ".join(r) + " |" for r in metric_rows(c)]
+    lines += ["", "## Queries", "",
+              ", ".join(f"{k}: {c.counts.get(k, 0)}" for k in KINDS)
+              + f" (first-hit rank at {c.level} level; n = {c.n_queries}, dropped "
+              f"{c.dropped['baseline_only']} baseline-only / {c.dropped['candidate_only']} "
+              "candidate-only)", ""]
+    rows, more = query_rows(c, query_limit)
+    if rows:
+        lines += ["| " + " | ".join(QUERY_COLUMNS) + " |", "|" + "---|" * len(QUERY_COLUMNS)]
+        lines += ["| " + " | ".join(v.replace("|", "\\|") for v in r) + " |" for r in rows]
+        if more:
+            lines += ["", f"… and {more} more (all in compare.json)"]
+    else:
+        lines += ["No query changed."]
+    lines += ["", "## Versions", "", "| version | baseline | candidate | same |",
+              "|---|---|---|---|"]
+    lines += [f"| {k} | {b} | {v} | {'yes' if s else '**no**'} |" for k, b, v, s in c.versions]
+    lines += ["", "## Runs", "", "| | baseline | candidate |", "|---|---|---|"]
+    for key in ("run_id", "name", "preset", "backend", "golden_set", "golden_sha256",
+                "git_commit", "git_dirty"):
+        lines.append(f"| {key} | {c.baseline.get(key) or '—'} | {c.candidate.get(key) or '—'} |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,112 @@
+"""Fit the answer calibrator on a golden set: run the reference pipeline with calibration off
+(no MLflow), then fit on (raw confidence, refused, correct) of its ask cases.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kebab_mlflow.metrics.calibration import calibration_block, response_correct, usable_confidence
+from kebab_mlflow.pipeline.calibrator import (
+    METHODS,
+    CalibrationError,
+    Calibrator,
+    base_versions,
+    calibrator_path,
+)
+from kebab_mlflow.records import Answer
+
+
+@dataclass(frozen=True)
+class CalibrationFit:
+    calibrator: Calibrator
+    path: Path  # where it is stored (with the index)
+    before: dict | None  # {ece, brier, n} of the raw confidence on the fitting set
+    after: dict | None  # the same with the calibrator (in-sample)
+    n_answered: int
+    n_refused: int
+
+
+def fit_on_golden_set(golden_path: str | Path, corpus: str | Path,
+                      preset: str = "naive_baseline",
+                      overrides: Mapping[str, Any] | None = None, k: int = 10,
+                      method: str = "platt", save: bool = True) -> CalibrationFit:
+    """Run the reference pipeline with calibration off over the golden set (no MLflow), fit a
+    calibrator on (raw confidence, refused, correct) of its ask cases and store it with the
+    index, keyed by the pipeline's versions."""
+    from kebab_mlflow.config import build_config
+    from kebab_mlflow.evaluation.evaluate import evaluate
+    from kebab_mlflow.golden import load_golden_set
+    from kebab_mlflow.pipeline.backends.floors import oracle_truth
+    from kebab_mlflow.pipeline.reference import build_pipeline
+
+    if method not in METHODS:
+        raise CalibrationError(f"unknown calibration method {method!r}; valid: "
+                               f"{', '.join(METHODS)}")
+    if k < 1:
+        raise CalibrationError(f"--k must be >= 1, got {k}")
+    golden = load_golden_set(golden_path)
+    config = build_config(preset, {**dict(overrides or {}), "answer.calibrate": False})
+    pipeline = build_pipeline(config, corpus, oracle_truth(golden.queries))
+    result = evaluate(pipeline, golden, k=k)
+    cases = _cases(golden, result)
+    info = {"golden_set": golden.name, "golden_sha256": golden.digest, "corpus": str(corpus),
+            "preset": preset, "k": k, "versions": base_versions(pipeline.versions),
+            "n": len(cases.raw), "n_refused": int(cases.refused.sum()),
+            "before": calibration_block(cases.uncalibrated, cases.correct)}
+    calibrator = Calibrator.fit(cases.raw, cases.refused, cases.correct, method, info,
+                                cases.similarity)
+    after = calibration_block(calibrator.apply(cases.raw, cases.refused, cases.similarity),
+                              cases.correct)
+    calibrator = Calibrator(calibrator.method, calibrator.answered, calibrator.refused,
+                            {**info, "after_in_sample": after})
+    target = calibrator_path(pipeline.folder, pipeline.versions)
+    if save:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        calibrator.save(target)
+    return CalibrationFit(calibrator, target, info["before"], after,
+                          int((~cases.refused).sum()), int(cases.refused.sum()))
+
+
+@dataclass(frozen=True)
+class _Cases:
+    """The ask cases a calibrator is fitted on, as arrays."""
+
+    raw: np.ndarray
+    refused: np.ndarray
+    correct: np.ndarray
+    uncalibrated: np.ndarray
+    similarity: np.ndarray | None  # the answerer measures it for every answer or for none
+
+
+def _cases(golden: Any, result: Any) -> _Cases:
+    answers = [_answer(row.answer) for row in result.rows()]
+    contains = result.scores.get("contains_all", np.full(len(golden.queries), np.nan))
+    raw, refused, correct, uncalibrated, similarity = [], [], [], [], []
+    for q, a, ca in zip(golden.queries, answers, contains, strict=True):
+        if q.ask and a is not None and usable_confidence(a.raw_confidence) \
+                and usable_confidence(a.confidence):
+            raw.append(a.raw_confidence)
+            refused.append(a.refused)
+            correct.append(response_correct(q, a, ca))
+            uncalibrated.append(a.confidence)
+            similarity.append(a.similarity)
+    if not raw:
+        raise CalibrationError(f"nothing to calibrate on: golden set {golden.path} has no "
+                               "'ask: true' query whose answer carries a raw confidence")
+    sim = np.array(similarity, float) if all(usable_confidence(v) for v in similarity) else None
+    return _Cases(np.array(raw), np.array(refused, dtype=bool), np.array(correct),
+                  np.array(uncalibrated), sim)
+
+
+def _answer(a: Mapping[str, Any] | None) -> Answer | None:
+    """An answer as per_query.jsonl holds it, back as an Answer."""
+    if a is None:
+        return None
+    return Answer(a.get("text") or "", tuple(a.get("citations") or ()), a.get("refusal_reason"),
+                  a.get("confidence"), a.get("raw_confidence"), a.get("similarity"))

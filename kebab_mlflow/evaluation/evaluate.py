@@ -1,0 +1,189 @@
+"""Evaluate a pipeline on a golden set, in memory: no MLflow.
+
+:func:`evaluate` takes anything that can answer a query — an object with ``search`` (and
+``ask``), a plain function ``f(query, k) -> hits``, or a target spec (``python:…``,
+``http://…``, ``cmd:…``) — and returns an :class:`EvalResult`: the aggregate blocks, the
+per-query scores and ``per_query.jsonl``. :func:`kebab_mlflow.tracking.log.log_run` records
+one as an MLflow run; :func:`kebab_mlflow.api.compare` compares two.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+import weakref
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kebab_mlflow.config import build_config, digest, flatten, redacted
+from kebab_mlflow.errors import ConfigError
+from kebab_mlflow.evaluation.per_query import PerQueryRow, read_per_query
+from kebab_mlflow.evaluation.runner import check_expected_ids, run_queries
+from kebab_mlflow.golden import GoldenSet, load_golden_set
+from kebab_mlflow.metrics.aggregate import flat_metrics
+from kebab_mlflow.metrics.scoring import cutoffs_for
+from kebab_mlflow.records import VersionSnapshot
+
+
+@dataclass(frozen=True)
+class PipelineSource:
+    """What produced the results, as it is recorded (params and tags of the run)."""
+
+    preset: str  # a preset name, "target" for a --target, "python" for an object
+    backend: str
+    corpus: str | None = None
+    config: Mapping[str, Any] | None = None  # the reference pipeline's full configuration
+    target: str | None = None  # the target spec (credentials are stripped when recorded)
+
+    def params(self) -> dict[str, Any]:
+        params: dict[str, Any] = {"preset": self.preset, "backend": self.backend}
+        if self.target:
+            from kebab_mlflow.targets.spec import logged_options, without_credentials
+
+            params["target"] = without_credentials(self.target.split("?")[0])
+            params.update({f"target.{k}": v for k, v in logged_options(self.target).items()})
+        if self.corpus is not None:
+            params["corpus"] = self.corpus
+        if self.config is not None:
+            params.update({f"config.{k}": v for k, v in redacted(flatten(self.config)).items()})
+        return params
+
+    def config_digest(self) -> str:
+        return digest(self.config if self.config is not None else self.params())
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """One evaluation, in memory. ``per_query_path`` is its ``per_query.jsonl``; when
+    :func:`evaluate` chose the folder itself, the folder lives as long as this object."""
+
+    golden: GoldenSet
+    source: PipelineSource
+    versions: VersionSnapshot
+    k: int
+    cutoffs: tuple[int, ...]
+    seed: int
+    aggregate: Mapping[str, Any]
+    scores: Mapping[str, np.ndarray]  # metric -> per-query values (NaN: does not count)
+    per_query_path: Path
+    per_query_sha256: str
+    timings: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def metrics(self) -> dict[str, float]:
+        """Every aggregate value that is not null, by its MLflow metric name."""
+        return flat_metrics(self.aggregate)
+
+    @property
+    def overall(self) -> Mapping[str, float | None]:
+        return self.aggregate["overall"]
+
+    @property
+    def query_ids(self) -> tuple[str, ...]:
+        return tuple(q.id for q in self.golden.queries)
+
+    def rows(self) -> tuple[PerQueryRow, ...]:
+        """``per_query.jsonl`` read back."""
+        return tuple(read_per_query(self.per_query_path))
+
+    def params(self) -> dict[str, Any]:
+        """The run's params: versions, pipeline, depth, cut-offs, golden set, seed."""
+        return {**self.versions.as_dict(), **_first(self.source.params(), "preset", "backend"),
+                "k": self.k, "cutoffs": ",".join(map(str, self.cutoffs)),
+                "golden_set": self.golden.name, "n_queries": len(self.golden), "seed": self.seed,
+                **_rest(self.source.params(), "preset", "backend")}
+
+
+def _first(params: Mapping[str, Any], *keys: str) -> dict[str, Any]:
+    return {k: params[k] for k in keys if k in params}
+
+
+def _rest(params: Mapping[str, Any], *keys: str) -> dict[str, Any]:
+    return {k: v for k, v in params.items() if k not in keys}
+
+
+def reference_pipeline(preset: str = "naive_baseline", corpus: str | Path = "fixtures/kb",
+                       golden: GoldenSet | str | Path | None = None,
+                       overrides: Mapping[str, Any] | None = None, **options: Any) -> Any:
+    """The built-in pipeline for a preset over a corpus; ``overrides`` and ``options`` are
+    config keys (``{"bm25.k1": 1.2}``, or ``bm25__k1=1.2``). ``golden`` is needed only by the
+    oracle (it ranks the expected chunks first)."""
+    from kebab_mlflow.pipeline.backends.floors import oracle_truth
+    from kebab_mlflow.pipeline.reference import build_pipeline
+
+    merged = {**dict(overrides or {}), **{k.replace("__", "."): v for k, v in options.items()}}
+    config = build_config(preset, merged)
+    truth = None
+    if golden is not None:
+        golden = golden if isinstance(golden, GoldenSet) else load_golden_set(golden)
+        truth = oracle_truth(golden.queries)
+    pipeline = build_pipeline(config, corpus, truth)
+    pipeline.source = PipelineSource(preset, config["backend"], str(corpus), config)
+    return pipeline
+
+
+def as_pipeline(pipeline: Any, concurrency: int = 1) -> tuple[Any, PipelineSource]:
+    """A pipeline object and what to record of it, from an object, a function or a spec."""
+    if isinstance(pipeline, str):
+        from kebab_mlflow.targets import load_target
+
+        return load_target(pipeline, concurrency=concurrency), \
+            PipelineSource("target", "target", target=pipeline)
+    source = getattr(pipeline, "source", None)
+    if isinstance(source, PipelineSource):
+        return pipeline, source
+    if callable(getattr(pipeline, "search", None)):
+        return pipeline, PipelineSource("python", type(pipeline).__name__)
+    if callable(pipeline):
+        from kebab_mlflow.targets.python import from_object
+
+        name = getattr(pipeline, "__name__", type(pipeline).__name__)
+        return from_object(pipeline, f"python:{name}", concurrency), \
+            PipelineSource("python", "function")
+    raise ConfigError(f"cannot evaluate a {type(pipeline).__name__}: expected an object with "
+                      "search(query, k), a function f(query, k) -> hits, or a target spec")
+
+
+def evaluate(pipeline: Any, golden: GoldenSet | str | Path, *, k: int = 10,
+             cutoffs: Sequence[int] = (), seed: int = 0, fail_fast: bool = False,
+             concurrency: int = 1, per_query_path: Path | None = None) -> EvalResult:
+    """Run every query of ``golden`` through ``pipeline`` and score it (no MLflow).
+
+    ``k`` is the retrieval depth; metrics are reported at the standard cut-offs, ``cutoffs``
+    and ``k``, never deeper than ``k``. ``per_query_path``: where to stream
+    ``per_query.jsonl`` (default: a temporary folder kept alive by the result)."""
+    if k < 1:
+        raise ConfigError(f"--k must be >= 1, got {k}")
+    golden = golden if isinstance(golden, GoldenSet) else load_golden_set(golden)
+    ks = tuple(cutoffs_for(k, cutoffs))
+    t0 = time.perf_counter()
+    pipeline, source = as_pipeline(pipeline, concurrency)
+    if hasattr(pipeline, "chunk_ids") and hasattr(pipeline, "doc_ids"):
+        check_expected_ids(golden, pipeline.chunk_ids, pipeline.doc_ids)
+    index_s = time.perf_counter() - t0
+    return evaluate_prepared(pipeline, source, golden, k, ks, seed=seed, fail_fast=fail_fast,
+                             per_query_path=per_query_path, index_s=index_s)
+
+
+def evaluate_prepared(pipeline: Any, source: PipelineSource, golden: GoldenSet, k: int,
+                      cutoffs: Sequence[int], *, seed: int = 0, fail_fast: bool = False,
+                      per_query_path: Path | None = None, index_s: float = 0.0) -> EvalResult:
+    """:func:`evaluate` for a pipeline already built and checked against the golden set."""
+    keep: tempfile.TemporaryDirectory | None = None
+    if per_query_path is None:
+        keep = tempfile.TemporaryDirectory(prefix="kebab-eval-")
+        per_query_path = Path(keep.name) / "per_query.jsonl"
+    outcome = run_queries(pipeline, golden, k, cutoffs, per_query_path, fail_fast=fail_fast)
+    versions = getattr(pipeline, "versions", None)
+    result = EvalResult(golden, source,
+                        versions if isinstance(versions, VersionSnapshot) else VersionSnapshot(),
+                        k, tuple(cutoffs), seed, outcome.aggregate, outcome.scores,
+                        per_query_path, outcome.per_query_sha256,
+                        {"index_s": index_s, **outcome.timings})
+    if keep is not None:
+        weakref.finalize(result, keep.cleanup)
+    return result

@@ -1,0 +1,212 @@
+"""Run a golden set through a pipeline: per-query results streamed to ``per_query.jsonl``,
+per-query scores accumulated, aggregate blocks built. No MLflow here.
+
+Queries go to the pipeline in batches when it has ``search_batch`` (the reference pipeline
+scores a batch with one sparse product); a batch that raises is retried query by query so one
+bad query is recorded as that query's error and counted in ``error_rate``. A query's latency
+is its share of the batch search time plus its own ``ask`` time.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kebab_mlflow import progress
+from kebab_mlflow.errors import CorpusError, Problem, QueryFailed
+from kebab_mlflow.evaluation.per_query import PerQueryWriter, record
+from kebab_mlflow.golden import GoldenQuery, GoldenSet
+from kebab_mlflow.metrics.aggregate import aggregate_block, breakdowns, counts
+from kebab_mlflow.metrics.calibration import (
+    abstention_outcomes,
+    calibration_block,
+    calibration_pairs,
+    reliability_bins,
+)
+from kebab_mlflow.metrics.scoring import first_relevant_ranks, retrieval_tables, score_results
+from kebab_mlflow.records import Answer, Hit, QueryResult
+
+BATCH_SIZE = 64
+
+
+
+
+@dataclass
+class EvalOutcome:
+    aggregate: dict[str, Any]
+    per_query_path: Path
+    per_query_sha256: str
+    scores: dict[str, np.ndarray]
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def check_expected_ids(golden: GoldenSet, chunk_ids: set[str], doc_ids: set[str]) -> None:
+    """Expected ids the index does not contain are an error listing them (sorted)."""
+    problems = []
+    missing_chunks = sorted({c for q in golden.queries for c in q.expected_chunk_ids} - chunk_ids)
+    missing_docs = sorted({d for q in golden.queries for d in q.expected_doc_ids} - doc_ids)
+    if missing_chunks:
+        problems.append(Problem(f"{len(missing_chunks)} expected chunk id(s) not in the index: "
+                                f"{', '.join(missing_chunks[:50])}", golden.path))
+    if missing_docs:
+        problems.append(Problem(f"{len(missing_docs)} expected doc id(s) not in the corpus: "
+                                f"{', '.join(missing_docs[:50])}", golden.path))
+    if problems:
+        raise CorpusError("the golden set does not match the corpus", problems)
+
+
+def _error_text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _search_batch(pipeline: Any, queries: Sequence[GoldenQuery], depth: int):
+    """[(hits | None, error | None, seconds)] per query."""
+    texts = [q.query for q in queries]
+    if hasattr(pipeline, "search_batch") and len(queries) > 1:
+        start = time.perf_counter()
+        try:
+            batch = pipeline.search_batch(texts, depth)
+            share = (time.perf_counter() - start) / len(queries)
+            return [(tuple(hits), None, share) for hits in batch]
+        except Exception:  # noqa: BLE001 - isolate the failing query below
+            pass
+    out = []
+    for text in texts:
+        start = time.perf_counter()
+        try:
+            hits = tuple(pipeline.search(text, depth))
+            out.append((hits, None, time.perf_counter() - start))
+        except Exception as exc:  # noqa: BLE001 - a user pipeline may raise anything
+            out.append(((), _error_text(exc), time.perf_counter() - start))
+    return out
+
+
+def _validate_hits(hits: Sequence[Any]) -> str | None:
+    seen = set()
+    for i, h in enumerate(hits):
+        if not isinstance(h, Hit):
+            return f"hit {i} is a {type(h).__name__}, not a Hit"
+        if h.chunk_id in seen:
+            return f"duplicate chunk id {h.chunk_id!r} in hits"
+        seen.add(h.chunk_id)
+    return None
+
+
+def run_queries(pipeline: Any, golden: GoldenSet, depth: int, cutoffs: Sequence[int],
+                per_query_path: Path, *, fail_fast: bool = False) -> EvalOutcome:
+    writer = PerQueryWriter(per_query_path)
+    chunks: dict[str, list[np.ndarray]] = {}
+    answers: list[Answer | None] = []
+    latencies: list[float] = []
+    t_pipeline = t_metrics = 0.0
+    with_answers = getattr(pipeline, "answers", True) and any(q.ask for q in golden.queries)
+    with progress.task("queries", len(golden.queries), "q") as task:
+        try:
+            for start in range(0, len(golden.queries), BATCH_SIZE):
+                batch = golden.queries[start:start + BATCH_SIZE]
+                t0 = time.perf_counter()
+                if hasattr(pipeline, "run_many"):  # targets that search and answer in one call
+                    results = _run_many(pipeline, batch, depth)
+                else:
+                    results = [_answer(pipeline, q, *searched)
+                               for q, searched in zip(batch, _search_batch(pipeline, batch, depth),
+                                                      strict=True)]
+                t1 = time.perf_counter()
+                t_pipeline += t1 - t0
+                failed = next((r for r in results if r.error), None)
+                if fail_fast and failed:
+                    raise QueryFailed(f"query {failed.query_id} raised: {failed.error}")
+                tables = retrieval_tables(batch, results, depth)
+                scores = score_results(batch, results, depth, cutoffs, with_answers=with_answers,
+                                       tables=tables)
+                ranks = first_relevant_ranks(tables)
+                for i, (q, r) in enumerate(zip(batch, results, strict=True)):
+                    writer.write(record(q, r, {k: v[i] for k, v in scores.items()}, golden.private,
+                                        {level: v[i] for level, v in ranks.items()}))
+                for name, values in scores.items():
+                    chunks.setdefault(name, []).append(values)
+                answers += [r.answer for r in results]
+                latencies += [r.latency_ms for r in results]
+                t_metrics += time.perf_counter() - t1
+                task.advance(len(batch))
+        finally:
+            digest = writer.close()
+    t2 = time.perf_counter()
+    all_scores = {k: np.concatenate(v) for k, v in chunks.items()}
+    aggregate = build_aggregate(golden, all_scores, answers, np.array(latencies))
+    t_metrics += time.perf_counter() - t2
+    return EvalOutcome(aggregate, per_query_path, digest, all_scores,
+                       {"pipeline_s": t_pipeline, "metrics_s": t_metrics})
+
+
+def _answer(pipeline: Any, query: GoldenQuery, hits, error, seconds) -> QueryResult:
+    answer = None
+    if error is None:
+        error = _validate_hits(hits)
+        if error:
+            hits = ()
+    if error is None and query.ask:
+        start = time.perf_counter()
+        try:
+            answer = pipeline.ask(query.query, hits)
+            if not isinstance(answer, Answer):
+                error, answer = f"ask returned a {type(answer).__name__}, not an Answer", None
+        except Exception as exc:  # noqa: BLE001
+            error = _error_text(exc)
+            traceback.clear_frames(exc.__traceback__)
+        seconds += time.perf_counter() - start
+    return QueryResult(query.id, hits if error is None else (), answer, seconds * 1000.0, error)
+
+
+def _run_many(pipeline: Any, queries: Sequence[GoldenQuery], depth: int) -> list[QueryResult]:
+    """``run_many([(text, ask)], k) -> [(hits, answer | None, error | None, seconds)]`` in
+    input order; the target may work on several queries at once (see targets.py)."""
+    replies = pipeline.run_many([(q.query, q.ask) for q in queries], depth)
+    results = []
+    for q, (hits, answer, error, seconds) in zip(queries, replies, strict=True):
+        hits = tuple(hits or ())
+        error = error or _validate_hits(hits)
+        if (error is None and q.ask and not isinstance(answer, Answer)
+                and getattr(pipeline, "answers", True)):
+            error = "the target returned no answer for an ask query"
+        results.append(QueryResult(q.id, hits if error is None else (),
+                                   answer if error is None and q.ask else None,
+                                   seconds * 1000.0, error))
+    return results
+
+
+def build_aggregate(golden: GoldenSet, scores: dict[str, np.ndarray],
+                    answers: Sequence[Answer | None], latencies_ms: np.ndarray) -> dict[str, Any]:
+    queries = golden.queries
+    aggregate: dict[str, Any] = {
+        "overall": aggregate_block(scores),
+        "counts": counts(queries),
+        **breakdowns(queries, scores),
+        "abstention_outcomes": abstention_outcomes(queries, answers),
+        "abstention_calibration": None,
+        "abstention_calibration_raw": None,
+        "latency": {"p50_ms": float(np.percentile(latencies_ms, 50)),
+                    "p95_ms": float(np.percentile(latencies_ms, 95)),
+                    "mean_ms": float(latencies_ms.mean())} if latencies_ms.size else None,
+    }
+    if "contains_all" in scores:
+        calibrated = calibration_pairs(queries, answers, scores["contains_all"])
+        aggregate["abstention_calibration"] = calibration_block(*calibrated)
+        if calibrated[0].size:
+            aggregate["reliability_bins"] = reliability_bins(*calibrated)
+        raw = calibration_pairs(queries, answers, scores["contains_all"], _uncalibrated)
+        aggregate["abstention_calibration_raw"] = calibration_block(*raw)
+    return aggregate
+
+
+def _uncalibrated(answer: Answer) -> float | None:
+    """The confidence the answerer would report without a calibrator."""
+    if answer.raw_confidence is None:
+        return answer.confidence
+    return 1.0 - answer.raw_confidence if answer.refused else answer.raw_confidence

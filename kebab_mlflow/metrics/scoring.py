@@ -1,0 +1,68 @@
+"""From per-query results to per-query scores (numpy arrays, NaN = does not count)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from kebab_mlflow.golden import GoldenQuery
+from kebab_mlflow.metrics.answers import answer_scores
+from kebab_mlflow.metrics.registry import CUTOFFS, MRR_CUTOFF, ensure_cutoff, retrieval_name
+from kebab_mlflow.metrics.retrieval import (
+    FAMILY_FUNCTIONS,
+    RelevanceTable,
+    first_appearance,
+    first_relevant_rank,
+    mrr,
+)
+from kebab_mlflow.records import QueryResult
+
+
+def cutoffs_for(depth: int, extra: Sequence[int] = ()) -> list[int]:
+    """The cut-offs a run of this retrieval depth can report: never deeper than it searched."""
+    ks = sorted({k for k in (*CUTOFFS, *extra, depth) if 0 < k <= depth})
+    for k in ks:
+        ensure_cutoff(k)
+    return ks
+
+
+def retrieval_tables(queries: Sequence[GoldenQuery], results: Sequence[QueryResult],
+                     depth: int) -> dict[str, RelevanceTable]:
+    chunk_rank = [[h.chunk_id for h in r.hits] for r in results]
+    doc_rank = [first_appearance([h.doc_id for h in r.hits]) for r in results]
+    chunk_rel = [dict.fromkeys(q.expected_chunk_ids, 1) for q in queries]
+    doc_rel = [q.relevant_doc_grades for q in queries]
+    return {
+        "chunk": RelevanceTable.from_rankings(chunk_rank, chunk_rel, depth),
+        "doc": RelevanceTable.from_rankings(doc_rank, doc_rel, depth),
+    }
+
+
+def first_relevant_ranks(tables: dict[str, RelevanceTable]) -> dict[str, np.ndarray]:
+    """Per level, each query's first relevant rank (0 = a miss, NaN = no ground truth)."""
+    return {level: first_relevant_rank(table) for level, table in tables.items()}
+
+
+def score_results(queries: Sequence[GoldenQuery], results: Sequence[QueryResult],
+                  depth: int, cutoffs: Sequence[int], *, with_answers: bool | None = None,
+                  tables: dict[str, RelevanceTable] | None = None) -> dict[str, np.ndarray]:
+    """Every per-query score of a run, keyed by metric name. ``with_answers``: whether the run
+    scores answers at all — False for a search-only target (its missing answers are not
+    refusals); None: when any of ``queries`` asks. A run scoring in batches decides it once
+    for the whole set, so every batch has the same keys (a query without ``ask`` scores NaN).
+    ``tables``: the :func:`retrieval_tables` of these results, when the caller has them."""
+    scores: dict[str, np.ndarray] = {}
+    tables = tables if tables is not None else retrieval_tables(queries, results, depth)
+    for level, table in tables.items():
+        if depth >= MRR_CUTOFF:
+            scores[retrieval_name("mrr", level, None)] = mrr(table)
+        for k in cutoffs:
+            for family, fn in FAMILY_FUNCTIONS.items():
+                scores[retrieval_name(family, level, k)] = fn(table, k)
+    scores["no_hit_rate"] = np.array([float(not r.hits and r.error is None) for r in results])
+    scores["error_rate"] = np.array([float(r.error is not None) for r in results])
+    if with_answers if with_answers is not None else any(q.ask for q in queries):
+        scores.update(answer_scores(queries, [r.answer for r in results],
+                                    [r.hits for r in results]))
+    return scores

@@ -1,0 +1,59 @@
+"""The index cache: where it lives, one builder per cached file (a flock beside it), and
+folders written aside then renamed into place.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("KEBAB_CACHE_DIR", ".kebab-cache"))
+
+
+T = TypeVar("T")
+
+
+def load_or_build_once(folder: Path, name: str, load: Callable[[], T | None],
+                       build: Callable[[], T]) -> T:
+    """``load()`` a cached file (None when it is missing), else ``build()`` it — one process at
+    a time, under an exclusive lock on ``folder/.<name>.lock``: parallel sweep workers that need
+    the same index wait for the one building it and then load it, instead of each building it
+    again (N times the CPU and the memory). Without fcntl (not POSIX) there is no lock: the
+    builds then only repeat work (see atomic_folder)."""
+    found = load()
+    if found is not None:
+        return found
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / f".{name}.lock", "a") as fh:
+        if fcntl is not None:
+            fcntl.flock(fh, fcntl.LOCK_EX)  # released when the file closes
+        found = load()  # built by the process that held the lock before us?
+        return found if found is not None else build()
+
+
+class atomic_folder:  # noqa: N801 - used as a context manager
+    """Write files into a temp folder, then move each into ``folder`` atomically, so a cache
+    is never seen half-written (parallel sweep workers may build the same index)."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+
+    def __enter__(self) -> Path:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.tmp = Path(tempfile.mkdtemp(dir=self.folder, prefix=".tmp-"))
+        return self.tmp
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            if exc_type is None:
+                for f in self.tmp.iterdir():
+                    os.replace(f, self.folder / f.name)
+        finally:
+            shutil.rmtree(self.tmp, ignore_errors=True)

@@ -1,0 +1,2 @@
+"""Statistics: paired resampling tests (bootstrap CIs, sign-flip randomization, Holm) and the
+distinguishing-power gauge."""

@@ -1,0 +1,153 @@
+"""The distinguishing-power gauge (DESIGN §8): can a metric tell the primary pipeline from
+deliberately broken floors? Pure numpy; no MLflow.
+
+For one metric, every row (sweep configuration) contributes its per-query scores (NaN = the
+query does not count for this metric; dropped per row). Then, per floor row:
+
+* ``gap = mean(primary) − mean(floor)``
+* ``normalized = gap / (ceiling − mean(floor))`` where ``ceiling`` is the ceiling row's mean,
+  1.0 when the sweep has no ceiling row, and ``None`` when the ceiling row failed or the
+  denominator is 0;
+* ``gap_ci`` — a paired bootstrap CI of the per-query difference (queries counted by both).
+
+Every row's mean gets a percentile-bootstrap 95% CI (seeded, :func:`kebab_mlflow.stats
+.bootstrap_ci`); a row with fewer than two counted queries has no CI. The signal state:
+
+* ``alive`` — the primary's CI lower bound is above every floor's CI upper bound;
+* ``uncertain`` — the point gap is positive against every floor, but some CIs overlap or a
+  CI is missing;
+* ``dead`` — the primary is at or below a floor on the point estimate;
+* ``n/a`` — a floor (or the primary) is missing: not configured, failed, or no counted query.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from kebab_mlflow.stats.resampling import bootstrap_ci
+
+CONFIDENCE = 0.95
+ALIVE, UNCERTAIN, DEAD, NA = "alive", "uncertain", "dead", "n/a"
+# worst first: the overall state of several metrics is the worst of theirs
+STATE_ORDER = (DEAD, NA, UNCERTAIN, ALIVE)
+
+
+@dataclass(frozen=True)
+class RowStat:
+    """Mean of one row's counted per-query scores with its bootstrap CI (None when n < 2)."""
+
+    mean: float | None
+    ci_low: float | None
+    ci_high: float | None
+    n: int
+
+    @property
+    def has_ci(self) -> bool:
+        return self.ci_low is not None and self.ci_high is not None
+
+    def as_dict(self) -> dict[str, float | int | None]:
+        return {"mean": self.mean, "ci_low": self.ci_low, "ci_high": self.ci_high, "n": self.n}
+
+
+MISSING = RowStat(None, None, None, 0)
+
+
+def row_stat(values: np.ndarray | None, resamples: int, seed: int,
+             confidence: float = CONFIDENCE) -> RowStat:
+    """Mean and percentile-bootstrap CI of the non-NaN values; ``MISSING`` for None/empty."""
+    if values is None:
+        return MISSING
+    v = np.asarray(values, dtype=np.float64)
+    v = v[~np.isnan(v)]
+    if v.size == 0:
+        return MISSING
+    mean = float(v.mean())
+    if v.size < 2:
+        return RowStat(mean, None, None, int(v.size))
+    lo, hi = bootstrap_ci(v, resamples, seed, confidence)
+    return RowStat(mean, float(lo[0]), float(hi[0]), int(v.size))
+
+
+def paired_gap_ci(primary: np.ndarray, floor: np.ndarray, resamples: int, seed: int,
+                  confidence: float = CONFIDENCE) -> tuple[float | None, float | None]:
+    """Bootstrap CI of mean(primary − floor) over the queries both rows count."""
+    p = np.asarray(primary, dtype=np.float64)
+    f = np.asarray(floor, dtype=np.float64)
+    if p.shape != f.shape:
+        return None, None
+    both = ~np.isnan(p) & ~np.isnan(f)
+    if both.sum() < 2:
+        return None, None
+    lo, hi = bootstrap_ci(p[both] - f[both], resamples, seed, confidence)
+    return float(lo[0]), float(hi[0])
+
+
+def floor_state(primary: RowStat, floor: RowStat) -> str:
+    """The signal state of the primary against one floor."""
+    if primary.mean is None or floor.mean is None:
+        return NA
+    if primary.mean <= floor.mean:
+        return DEAD
+    if primary.has_ci and floor.has_ci and primary.ci_low > floor.ci_high:
+        return ALIVE
+    return UNCERTAIN
+
+
+def combine_states(states: Sequence[str]) -> str:
+    """The worst of several states (``n/a`` for none at all)."""
+    if not states:
+        return NA
+    return min(states, key=STATE_ORDER.index)
+
+
+def signal_state(primary: RowStat, floors: Mapping[str, RowStat]) -> str:
+    """``alive`` only when the primary clears every floor; ``dead`` when any floor matches or
+    beats it; ``n/a`` when a floor is missing; ``uncertain`` otherwise."""
+    states = [floor_state(primary, f) for f in floors.values()]
+    if NA in states or not states:
+        return NA
+    return combine_states(states)
+
+
+def normalized_gap(gap: float | None, floor_mean: float | None,
+                   ceiling: float | None) -> float | None:
+    """gap / (ceiling − floor); None when anything is missing or the denominator is 0."""
+    if gap is None or floor_mean is None or ceiling is None:
+        return None
+    denominator = ceiling - floor_mean
+    if denominator == 0:
+        return None
+    return gap / denominator
+
+
+def gauge_metric(scores: Mapping[str, np.ndarray | None], primary: str, floors: Sequence[str],
+                 ceiling: str | None, resamples: int, seed: int) -> dict:
+    """The gauge block of one metric. ``scores`` maps every row name to its per-query array
+    (None for a row that failed); all arrays are aligned on the same queries."""
+    stats = {name: row_stat(values, resamples, seed) for name, values in scores.items()}
+    p = stats.get(primary, MISSING)
+    if ceiling is None:
+        ceiling_value: float | None = 1.0
+    else:
+        ceiling_value = stats.get(ceiling, MISSING).mean
+    floor_blocks = {}
+    for name in floors:
+        f = stats.get(name, MISSING)
+        gap = None if p.mean is None or f.mean is None else p.mean - f.mean
+        p_values, f_values = scores.get(primary), scores.get(name)
+        gap_lo, gap_hi = ((None, None) if p_values is None or f_values is None
+                          else paired_gap_ci(p_values, f_values, resamples, seed))
+        floor_blocks[name] = {**f.as_dict(), "gap": gap, "gap_ci_low": gap_lo,
+                              "gap_ci_high": gap_hi,
+                              "normalized": normalized_gap(gap, f.mean, ceiling_value),
+                              "signal_state": floor_state(p, f)}
+    return {
+        "primary": {"row": primary, **p.as_dict()},
+        "ceiling": {"row": ceiling, "value": ceiling_value},
+        "floors": floor_blocks,
+        "rows": {name: s.as_dict() for name, s in stats.items()},
+        "signal_state": signal_state(p, {n: stats.get(n, MISSING) for n in floors}),
+    }

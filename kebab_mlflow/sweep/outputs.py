@@ -1,0 +1,198 @@
+"""A sweep's outputs: the distinguishing-power gauge, the leaderboard, and their publication on
+the parent run.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import shutil
+from collections.abc import Mapping
+from typing import Any
+
+from kebab_mlflow.formatting import number
+from kebab_mlflow.sweep.spec import RowOutcome, SweepResult, SweepSpec, describe_row
+
+
+def compute_gauge(spec: SweepSpec, rows: Mapping[str, RowOutcome]) -> dict[str, dict]:
+    from kebab_mlflow.stats.gauge import gauge_metric
+
+    out = {}
+    for metric in spec.gauge_metrics:
+        scores = {n: (r.scores.get(metric) if r.status == "FINISHED" else None)
+                  for n, r in rows.items()}
+        block = gauge_metric(scores, spec.primary, spec.floors, spec.ceiling, spec.resamples,
+                             spec.seed)
+        block["n_queries"] = block["primary"]["n"]
+        out[metric] = block
+    return out
+
+
+def overall_state(gauge: Mapping[str, dict]) -> str:
+    from kebab_mlflow.stats.gauge import combine_states
+
+    return combine_states([g["signal_state"] for g in gauge.values()])
+
+
+def gauge_metrics_flat(gauge: Mapping[str, dict]) -> dict[str, float]:
+    """MLflow metrics of the gauge: non-null values only."""
+    flat: dict[str, float] = {}
+    for metric, block in gauge.items():
+        for row, stat in block["rows"].items():
+            for key in ("mean", "ci_low", "ci_high"):
+                if stat[key] is not None:
+                    flat[f"gauge/{metric}/{row}/{key}"] = stat[key]
+        for floor, fb in block["floors"].items():
+            for key in ("gap", "gap_ci_low", "gap_ci_high", "normalized"):
+                if fb[key] is not None:
+                    flat[f"gauge/{metric}/{floor}/{key}"] = fb[key]
+        flat[f"gauge/{metric}/alive"] = float(block["signal_state"] == "alive")
+    return flat
+
+
+def distinguishing_power(spec: SweepSpec, result: SweepResult) -> dict[str, Any]:
+    from kebab_mlflow import __version__
+    from kebab_mlflow.tracking.provenance import git_state
+
+    commit, dirty = git_state()
+    return {
+        "sweep": spec.name, "parent_run_id": result.parent_run_id,
+        "primary": spec.primary, "floors": list(spec.floors), "ceiling": spec.ceiling,
+        "signal_state": result.signal_state, "gauge": result.gauge,
+        "failed_rows": result.failed_rows,
+        "rows": {n: {"run_id": r.run_id, "role": r.role, "status": r.status,
+                     "reused": r.reused} for n, r in result.rows.items()},
+        "provenance": {"git_commit": commit, "git_dirty": dirty, "sweep_file": spec.path,
+                       "sweep_sha256": spec.sha256, "golden_set": spec.golden_name,
+                       "golden_sha256": spec.golden_sha256, "n_queries": len(spec.query_ids),
+                       "tool_version": __version__, "bootstrap_resamples": spec.resamples,
+                       "bootstrap_seed": spec.seed, "confidence": 0.95},
+    }
+
+
+def _ci(stat: Mapping[str, Any]) -> str:
+    if stat.get("mean") is None:
+        return "—"
+    if stat.get("ci_low") is None:
+        return number(stat["mean"])
+    return f"{number(stat['mean'])} [{number(stat['ci_low'])}, {number(stat['ci_high'])}]"
+
+
+def gauge_rows(gauge: Mapping[str, dict]) -> list[tuple[str, ...]]:
+    """One table row per (metric, floor): metric, floor, primary, floor, gap, normalized,
+    state — rendered strings."""
+    out = []
+    for metric, block in gauge.items():
+        for floor, fb in block["floors"].items():
+            gap = number(fb["gap"])
+            if fb["gap_ci_low"] is not None:
+                gap += f" [{number(fb['gap_ci_low'])}, {number(fb['gap_ci_high'])}]"
+            out.append((metric, floor, _ci(block["primary"]), _ci(fb), gap,
+                        number(fb["normalized"]), fb["signal_state"]))
+    return out
+
+
+GAUGE_COLUMNS = ("metric", "floor", "primary [95% CI]", "floor [95% CI]",
+                 "gap [paired 95% CI]", "normalized", "state")
+
+
+def gauge_markdown(spec: SweepSpec, result: SweepResult) -> str:
+    lines = [f"# Distinguishing power — {spec.name}", "",
+             *([spec.description, ""] if spec.description else []),
+             f"Primary row **{spec.primary}**, floors {', '.join(spec.floors)}, ceiling "
+             f"{spec.ceiling or 'none (1.0)'}; {len(spec.query_ids)} queries of golden set "
+             f"{spec.golden_name!r}; bootstrap {spec.resamples} resamples, seed {spec.seed}.",
+             "", f"Overall signal state: **{result.signal_state}**", "",
+             "| metric | state |", "|---|---|"]
+    lines += [f"| {m} | {b['signal_state']} |" for m, b in result.gauge.items()]
+    lines += ["", "| " + " | ".join(GAUGE_COLUMNS) + " |", "|" + "---|" * len(GAUGE_COLUMNS)]
+    lines += ["| " + " | ".join(r) + " |" for r in gauge_rows(result.gauge)]
+    if result.failed_rows:
+        lines += ["", "## Failed rows", ""]
+        lines += [f"- {n}: {e}" for n, e in result.failed_rows.items()]
+    lines += ["", "alive = the primary's CI lower bound is above every floor's CI upper bound; "
+              "uncertain = positive gap, overlapping or missing CIs; dead = the primary is at "
+              "or below a floor; n/a = a floor is missing or failed. normalized = gap / "
+              "(ceiling − floor)."]
+    return "\n".join(lines) + "\n"
+
+
+def leaderboard(spec: SweepSpec, result: SweepResult) -> tuple[str, str]:
+    """(markdown, csv) of every row, best first on the first gauge metric."""
+    from kebab_mlflow.evaluation.report import HEADLINE
+
+    first = spec.gauge_metrics[0]
+
+    def key(name: str) -> float:
+        mean = result.gauge[first]["rows"].get(name, {}).get("mean")
+        return -mean if mean is not None else math.inf
+
+    names = sorted(result.rows, key=key)
+    extra = [h for h in HEADLINE if h not in spec.gauge_metrics
+             and any(result.rows[n].overall.get(h) is not None for n in names)]
+    md = ["| rank | row | role | config | status | " + " | ".join(spec.gauge_metrics) + " | "
+          + " | ".join(extra) + " | run id |",
+          "|" + "---|" * (6 + len(spec.gauge_metrics) + len(extra))]
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(["rank", "row", "role", "preset", "k", "overrides", "status", "run_id",
+                     *[f"{m}{s}" for m in spec.gauge_metrics for s in ("", "_ci_low", "_ci_high",
+                                                                       "_n")], *extra, "error"])
+    for rank, name in enumerate(names, 1):
+        r, row = result.rows[name], spec.row(name)
+        stats = [result.gauge[m]["rows"].get(name, {}) for m in spec.gauge_metrics]
+        md.append(f"| {rank} | {name} | {r.role} | {describe_row(row)} | {r.status} | "
+                  + " | ".join(_ci(s) for s in stats) + " | "
+                  + " | ".join(number(r.overall.get(h)) for h in extra)
+                  + f" | {r.run_id or '—'} |")
+        writer.writerow([rank, name, r.role, row.shown_preset, row.k,
+                         " ".join(f"{k}={v}" for k, v in row.overrides.items()), r.status,
+                         r.run_id or "",
+                         *[_csv(s.get(f)) for s in stats for f in ("mean", "ci_low", "ci_high",
+                                                                  "n")],
+                         *[_csv(r.overall.get(h)) for h in extra], r.error or ""])
+    return f"# Leaderboard — {spec.name}\n\n" + "\n".join(md) + "\n", buf.getvalue()
+
+
+def _csv(value: Any) -> str:
+    return "" if value is None else repr(value) if isinstance(value, float) else str(value)
+
+
+def publish_sweep(tracker: Any, spec: SweepSpec, result: SweepResult) -> None:
+    from kebab_mlflow.evaluation import plots
+    from kebab_mlflow.pipeline.cache import cache_root
+
+    parent = result.parent_run_id
+    workdir = cache_root() / "work" / f"sweep-{parent}"
+    workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        report = gauge_markdown(spec, result)
+        (workdir / "distinguishing_power.json").write_text(
+            json.dumps(distinguishing_power(spec, result), indent=1, allow_nan=False))
+        (workdir / "distinguishing_power.md").write_text(report)
+        md, table = leaderboard(spec, result)
+        (workdir / "leaderboard.md").write_text(md)
+        (workdir / "leaderboard.csv").write_text(table)
+        shutil.copyfile(spec.path, workdir / "sweep.yaml")
+        for metric, block in result.gauge.items():
+            bars = [(n, s["mean"], s["ci_low"], s["ci_high"]) for n, s in block["rows"].items()]
+            plots.bar_with_ci(bars, workdir / f"gauge_{metric}.png",
+                              f"{metric} per row ({block['signal_state']})", f"{metric} (mean)")
+        tags = {"kebab.signal_state": result.signal_state,
+                "kebab.failed_rows": ",".join(result.failed_rows),
+                "mlflow.note.content": report,
+                **{f"gauge/{m}/signal_state": b["signal_state"]
+                   for m, b in result.gauge.items()}}
+        metrics = {**gauge_metrics_flat(result.gauge),
+                   "sweep/rows_finished": float(sum(r.status == "FINISHED"
+                                                    for r in result.rows.values())),
+                   "sweep/rows_failed": float(len(result.failed_rows)),
+                   "sweep/wall_s": result.wall_s}
+        tracker.log_batch(parent, metrics=metrics, tags=tags)
+        for f in sorted(workdir.iterdir()):
+            tracker.log_artifact(parent, f)
+        tracker.end_run(parent, result.status)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)

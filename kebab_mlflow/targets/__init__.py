@@ -1,0 +1,46 @@
+"""Evaluate any system that can answer a query: ``--target python:…``, ``http://…``, ``cmd:…``.
+
+:func:`load_target` turns a spec into a :class:`~kebab_mlflow.targets.base.Target`;
+:func:`check_target` validates one without starting it. See :mod:`.base` for the contract.
+"""
+
+from __future__ import annotations
+
+from kebab_mlflow.errors import TargetError
+from kebab_mlflow.targets.base import Target
+from kebab_mlflow.targets.cmd import load_cmd
+from kebab_mlflow.targets.http import load_http, parse_http
+from kebab_mlflow.targets.python import load_python, parse_python
+
+
+def load_target(spec: str, *, concurrency: int = 1) -> Target:
+    """Parse and check a target spec; raise TargetError (exit 2) for anything unusable."""
+    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+        raise TargetError(f"--concurrency must be an integer >= 1, got {concurrency!r}")
+    spec = spec.strip()
+    if spec.startswith("python:"):
+        return load_python(spec, concurrency)
+    if spec.startswith(("http://", "https://")):
+        return load_http(spec, concurrency)
+    if spec.startswith("cmd:"):
+        return load_cmd(spec, concurrency)
+    scheme = spec.split(":", 1)[0] + ":" if ":" in spec else repr(spec)
+    raise TargetError(f"unknown target kind {scheme} in --target {spec!r}; expected "
+                      "python:MODULE:ATTR, http(s)://URL or cmd:TEMPLATE")
+
+
+def check_target(spec: str) -> None:
+    """What can be checked of a spec without running the target (a sweep's up-front check): its
+    kind, syntax and options, a ``python:`` file or ``cmd:`` program that exists. Importing the
+    module, probing the server and the versions are left to :func:`load_target` at row time."""
+    spec = spec.strip()
+    if spec.startswith("python:"):
+        parse_python(spec)
+    elif spec.startswith(("http://", "https://")):
+        parse_http(spec)
+    elif spec.startswith("cmd:"):
+        load_cmd(spec, 1)  # runs nothing: checks the template and that the program exists
+    else:
+        load_target(spec)  # the unknown-kind error
+
+

@@ -1,0 +1,135 @@
+"""A target's reply: parsed into Hits and an Answer, or a ReplyError saying what was wrong."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from kebab_mlflow.errors import ReplyError
+from kebab_mlflow.records import Answer, Hit
+
+ERROR_SNIPPET = 200
+
+
+
+
+def type_name(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def parse_hits(items: Any) -> tuple[Hit, ...]:
+    """Hits (``Hit`` objects or ``{chunk_id, doc_id, score[, text]}`` dicts) in rank order.
+
+    Every problem of the list is reported at once (up to 10) in one :class:`ReplyError`.
+    """
+    if not isinstance(items, list | tuple):
+        raise ReplyError(f"'hits' is a {type_name(items)}, not a list")
+    hits: list[Hit] = []
+    problems: list[str] = []
+    first_seen: dict[str, int] = {}
+    for i, item in enumerate(items):
+        rank = i + 1
+        if isinstance(item, Hit):
+            hit = item if item.rank == rank else replace(item, rank=rank)
+        elif isinstance(item, Mapping):
+            bad = _hit_problems(item)
+            if bad:
+                problems += [f"hit {i}: {p}" for p in bad]
+                continue
+            hit = Hit(item["chunk_id"], item["doc_id"], float(item["score"]), rank,
+                      item.get("text") or "")
+        else:
+            problems.append(f"hit {i} is a {type_name(item)}, not an object")
+            continue
+        if hit.chunk_id in first_seen:
+            problems.append(f"duplicate chunk id {hit.chunk_id!r} at hits "
+                            f"{first_seen[hit.chunk_id]} and {i}")
+        first_seen.setdefault(hit.chunk_id, i)
+        hits.append(hit)
+    if problems:
+        more = f" (+{len(problems) - 10} more)" if len(problems) > 10 else ""
+        raise ReplyError("bad hits: " + "; ".join(problems[:10]) + more)
+    return tuple(hits)
+
+
+def _hit_problems(item: Mapping[str, Any]) -> list[str]:
+    problems = []
+    for key in ("chunk_id", "doc_id"):
+        value = item.get(key)
+        if key not in item:
+            problems.append(f"missing {key!r}")
+        elif not isinstance(value, str):
+            problems.append(f"{key!r} is a {type_name(value)}, not a string")
+        elif not value:
+            problems.append(f"{key!r} is empty")
+    score = item.get("score")
+    if "score" not in item:
+        problems.append("missing 'score'")
+    elif not _is_number(score):
+        problems.append(f"'score' is a {type_name(score)}, not a number")
+    elif not math.isfinite(score):
+        problems.append(f"'score' is {score}, not a finite number")
+    text = item.get("text")
+    if text is not None and not isinstance(text, str):
+        problems.append(f"'text' is a {type_name(text)}, not a string")
+    return problems
+
+
+def parse_answer(obj: Any) -> Answer | None:
+    """An ``Answer`` (passed through), a reply dict, or None."""
+    if obj is None or isinstance(obj, Answer):
+        return obj
+    if not isinstance(obj, Mapping):
+        raise ReplyError(f"'answer' is a {type_name(obj)}, not an object or null")
+    problems = []
+    text = obj.get("text")
+    if not isinstance(text, str):
+        problems.append("missing 'text'" if "text" not in obj
+                        else f"'text' is a {type_name(text)}, not a string")
+    citations = obj.get("citations", [])
+    if not isinstance(citations, list | tuple) or not all(isinstance(c, str) for c in citations):
+        problems.append("'citations' is not a list of strings")
+    refusal = obj.get("refusal_reason")
+    if refusal is not None and not isinstance(refusal, str):
+        problems.append(f"'refusal_reason' is a {type_name(refusal)}, not a string or null")
+    confidence = obj.get("confidence")
+    if confidence is not None and not (_is_number(confidence) and 0.0 <= confidence <= 1.0):
+        problems.append(f"'confidence' is {confidence!r}, not a number in [0, 1] or null")
+    if problems:
+        raise ReplyError("bad answer: " + "; ".join(problems))
+    return Answer(text, tuple(citations), refusal,
+                  None if confidence is None else float(confidence))
+
+
+def parse_reply(obj: Any, ask: bool) -> tuple[tuple[Hit, ...], Answer | None]:
+    """Validate a decoded reply ``{"hits": [...], "answer": {...} | null}``."""
+    if not isinstance(obj, Mapping):
+        raise ReplyError(f"the reply is a {type_name(obj)}, not an object with 'hits'")
+    if "hits" not in obj:
+        raise ReplyError(f"the reply has no 'hits' (keys: {', '.join(map(str, obj)) or 'none'})")
+    hits = parse_hits(obj["hits"])
+    answer = parse_answer(obj.get("answer")) if ask else None
+    return hits, answer
+
+
+def decode_json(raw: bytes, what: str) -> Any:
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ReplyError(f"{what} is not UTF-8 (byte {exc.start})") from None
+    except json.JSONDecodeError as exc:
+        raise ReplyError(f"{what} is not valid JSON ({exc.msg} at line {exc.lineno} column "
+                         f"{exc.colno}): {snippet(raw)}") from None
+
+
+def snippet(raw: bytes | str) -> str:
+    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+    text = text.strip()
+    return repr(text[:ERROR_SNIPPET] + ("…" if len(text) > ERROR_SNIPPET else ""))
