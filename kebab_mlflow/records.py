@@ -75,7 +75,6 @@ class QueryResult:
     answer: Answer | None = None
     latency_ms: float = 0.0
     error: str | None = None
-    extra: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

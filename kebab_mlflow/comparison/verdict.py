@@ -48,7 +48,6 @@ from kebab_mlflow.metrics.registry import METRICS, MRR_CUTOFF
 from kebab_mlflow.records import VERSION_KEYS
 
 CHUNK_ID_VERSIONS = ("parser_version", "chunker_version")
-VERDICTS = ("Better", "Same", "Regressed")
 
 
 

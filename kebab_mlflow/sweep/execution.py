@@ -320,15 +320,11 @@ def _kill_running_children(tracker: Any, parent_id: str) -> None:
 
 
 def _parent_tags(spec: SweepSpec) -> dict[str, str]:
-    from kebab_mlflow import __version__
-    from kebab_mlflow.tracking.provenance import git_state
+    from kebab_mlflow.tracking.provenance import provenance_tags
 
-    commit, dirty = git_state()
-    return {"kebab.kind": SWEEP_KIND, "kebab.sweep_sha256": spec.sha256,
+    return {**provenance_tags(SWEEP_KIND), "kebab.sweep_sha256": spec.sha256,
             "kebab.golden_sha256": spec.golden_sha256,
-            "kebab.corpus_sha256": spec.corpus_sha256, "kebab.git_commit": commit,
-            "kebab.git_dirty": str(dirty).lower(), "kebab.tool_version": __version__,
-            "kebab.sweep_primary": spec.primary}
+            "kebab.corpus_sha256": spec.corpus_sha256, "kebab.sweep_primary": spec.primary}
 
 
 def _parent_params(spec: SweepSpec) -> dict[str, Any]:

@@ -160,9 +160,6 @@ class Tracker:
             self.client.log_batch(run_id, metrics=m[:1000], params=p[:100], tags=t[:100])
             p, m, t = p[100:], m[1000:], t[100:]
 
-    def log_artifacts(self, run_id: str, folder: Path, artifact_path: str | None = None) -> None:
-        self.client.log_artifacts(run_id, str(folder), artifact_path)
-
     def log_artifact(self, run_id: str, path: Path, artifact_path: str | None = None) -> None:
         self.client.log_artifact(run_id, str(path), artifact_path)
 
