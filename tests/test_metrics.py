@@ -295,3 +295,47 @@ def test_unknown_metric_lists_the_valid_ones():
 def test_registering_a_metric_twice_is_refused():
     with pytest.raises(ValueError, match="registered twice"):
         register(MetricDef("mrr", "chunk", "again", "mrr"))
+
+
+# --- average precision, R-precision, judged_at_k (hand-computed) -----------------------------
+
+def test_average_precision_divides_by_every_relevant_item():
+    from kebab_mlflow.metrics.retrieval import average_precision
+
+    # relevant at ranks 1 and 3, a third relevant item never retrieved: (1/1 + 2/3) / 3
+    t = table([["a", "x", "b", "y"]], [rel("a", "b", "c")], 4)
+    assert average_precision(t)[0] == pytest.approx((1 + 2 / 3) / 3, abs=1e-15)
+    assert np.isnan(average_precision(table([["a"]], [{}], 4))[0])  # no truth: skipped
+
+
+def test_r_precision_reads_the_top_r_and_a_short_depth():
+    from kebab_mlflow.metrics.retrieval import r_precision
+
+    # R = 2: top 2 = a, x -> 1/2
+    assert r_precision(table([["a", "x", "b"]], [rel("a", "b")], 3))[0] == 0.5
+    # R = 3 deeper than the depth 2: both retrieved are relevant -> 2/3
+    assert r_precision(table([["a", "b"]], [rel("a", "b", "c")], 2))[0] == pytest.approx(2 / 3)
+
+
+def test_judged_at_k_counts_grade_zero_judgments_and_divides_by_k():
+    q = GoldenQuery(id="q", query="q", expected_doc_ids={"a": 0, "b": 2})
+    hits = tuple(Hit(f"{d}#0", d, 1.0, r) for r, d in enumerate(["a", "x", "b"], 1))
+    s = score_results([q], [QueryResult("q", hits)], 5, cutoffs_for(5))
+    assert s["judged_at_1_doc"][0] == 1.0  # "a" is judged (grade 0) though not relevant
+    assert s["judged_at_3_doc"][0] == pytest.approx(2 / 3)
+    assert s["judged_at_5_doc"][0] == pytest.approx(2 / 5)  # a short list lowers it
+    assert s["precision_at_1_doc"][0] == 0.0
+    assert "judged_at_5_chunk" not in s  # chunk judgments are all positive: = precision
+
+
+def test_explicit_cutoffs_replace_the_standard_ones_and_are_checked_against_the_depth():
+    from kebab_mlflow.metrics.scoring import parse_cutoffs, run_cutoffs
+
+    assert run_cutoffs(1000, parse_cutoffs("1000,10,100,10")) == [10, 100, 1000]
+    assert run_cutoffs(20) == cutoffs_for(20)
+    with pytest.raises(ConfigError, match="deeper than the retrieval depth --k 100"):
+        run_cutoffs(100, [10, 1000])
+    with pytest.raises(ConfigError, match="comma-separated"):
+        parse_cutoffs("10,a")
+    with pytest.raises(ConfigError, match=">= 1"):
+        run_cutoffs(10, [0, 5])

@@ -62,7 +62,15 @@ _DESCRIPTIONS = {
     "precision": "relevant {unit}s in the top {k} / {k} (denominator k even for short lists)",
     "recall": "relevant {unit}s in the top {k} / all relevant {unit}s",
     "ndcg": "nDCG@{k}, linear gain = graded relevance, log2 discount (trec_eval ndcg_cut)",
+    "map": "average precision over the retrieved depth (--k): mean of P@r over the ranks r of "
+           "relevant {unit}s, / all relevant {unit}s (trec_eval map)",
+    "r_precision": "relevant {unit}s in the top R / R, R = the query's relevant {unit}s "
+                   "(trec_eval Rprec)",
+    "judged": "share of the top {k} {unit}s that have a judgment of any grade, / {k} "
+              "(sparse labels show as a low value)",
 }
+
+JUDGED_LEVELS = ("doc",)  # chunk judgments are all positive: judged = precision there
 
 
 def ensure_cutoff(k: int) -> None:
@@ -73,11 +81,19 @@ def ensure_cutoff(k: int) -> None:
             if name not in METRICS:
                 register(MetricDef(name, level, _DESCRIPTIONS[family].format(unit=unit, k=k),
                                    family, k))
+    for level in JUDGED_LEVELS:
+        name = retrieval_name("judged", level, k)
+        if name not in METRICS:
+            register(MetricDef(name, level, _DESCRIPTIONS["judged"].format(unit="document",
+                                                                           k=k), "judged", k))
 
 
 for _level, _unit in (("chunk", "chunk"), ("doc", "document")):
     register(MetricDef(retrieval_name("mrr", _level, None), _level,
                        _DESCRIPTIONS["mrr"].format(unit=_unit), "mrr", MRR_CUTOFF))
+    for _family in ("map", "r_precision"):
+        register(MetricDef(retrieval_name(_family, _level, None), _level,
+                           _DESCRIPTIONS[_family].format(unit=_unit), _family))
 for _k in CUTOFFS:
     ensure_cutoff(_k)
 

@@ -204,3 +204,40 @@ FAMILY_FUNCTIONS = {
     "recall": recall_at_k,
     "ndcg": ndcg_at_k,
 }
+
+
+# Rank-wide metrics (no cut-off: they read the whole retrieved depth) and judged_at_k.
+# Appended here rather than folded into the table so the table's construction stays as it is.
+
+
+def average_precision(table: RelevanceTable) -> np.ndarray:
+    """Σ over relevant ranks r ≤ depth of P@r, divided by *all* relevant items (trec_eval
+    ``map``): a relevant item never retrieved within the depth adds 0."""
+    relevant = table.gains > 0
+    ranks = np.arange(1, table.depth + 1)
+    precision_at_r = table.relevant_cumulative / ranks
+    summed = np.where(relevant, precision_at_r, 0.0).sum(axis=1)
+    return _masked(summed / np.maximum(table.n_relevant, 1), table)
+
+
+def r_precision(table: RelevanceTable) -> np.ndarray:
+    """Relevant items in the top R / R, where R = the query's number of relevant items
+    (trec_eval ``Rprec``); when R exceeds the depth, the ranks past it hold nothing."""
+    r = np.minimum(table.n_relevant, table.depth)
+    found = np.zeros(table.gains.shape[0])
+    reached = r > 0
+    found[reached] = table.relevant_cumulative[reached, r[reached] - 1]
+    return _masked(found / np.maximum(table.n_relevant, 1), table)
+
+
+def judged_at_k(judged: RelevanceTable, k: int) -> np.ndarray:
+    """Share of the top k that has a judgment (any grade, 0 included) — ``judged`` is a table
+    whose every *judged* item has gain 1. Divides by k like ``precision_at_k`` (ir_measures'
+    Judged@k, trec_eval P@k at relevance level 0): a short list lowers it."""
+    return precision_at_k(judged, k)
+
+
+RANK_FUNCTIONS = {
+    "map": average_precision,
+    "r_precision": r_precision,
+}

@@ -8,12 +8,21 @@ import numpy as np
 
 from kebab_mlflow.golden import GoldenQuery
 from kebab_mlflow.metrics.answers import answer_scores
-from kebab_mlflow.metrics.registry import CUTOFFS, MRR_CUTOFF, ensure_cutoff, retrieval_name
+from kebab_mlflow.errors import ConfigError
+from kebab_mlflow.metrics.registry import (
+    CUTOFFS,
+    JUDGED_LEVELS,
+    MRR_CUTOFF,
+    ensure_cutoff,
+    retrieval_name,
+)
 from kebab_mlflow.metrics.retrieval import (
     FAMILY_FUNCTIONS,
+    RANK_FUNCTIONS,
     RelevanceTable,
     first_appearance,
     first_relevant_rank,
+    judged_at_k,
     mrr,
 )
 from kebab_mlflow.records import QueryResult
@@ -27,6 +36,33 @@ def cutoffs_for(depth: int, extra: Sequence[int] = ()) -> list[int]:
     return ks
 
 
+def run_cutoffs(depth: int, requested: Sequence[int] | None = None) -> list[int]:
+    """The cut-offs of a run: ``requested`` (``--cutoffs``) exactly, each checked against the
+    depth (one deeper than the run searches is an error, not a silent drop); without it, the
+    standard ones and the depth (:func:`cutoffs_for`)."""
+    if requested is None:
+        return cutoffs_for(depth)
+    ks = sorted(set(requested))
+    bad = [k for k in ks if isinstance(k, bool) or not isinstance(k, int) or k < 1]
+    if bad or not ks:
+        raise ConfigError(f"cut-offs must be integers >= 1, got {list(requested)!r}")
+    deep = [k for k in ks if k > depth]
+    if deep:
+        raise ConfigError(f"cut-off(s) {', '.join(map(str, deep))} deeper than the retrieval "
+                          f"depth --k {depth}: raise --k or drop them")
+    for k in ks:
+        ensure_cutoff(k)
+    return ks
+
+
+def parse_cutoffs(text: str) -> list[int]:
+    """``"1,5,10,100"`` → [1, 5, 10, 100]; anything else is a ConfigError naming it."""
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise ConfigError(f"--cutoffs must be comma-separated integers, got {text!r}") from None
+
+
 def retrieval_tables(queries: Sequence[GoldenQuery], results: Sequence[QueryResult],
                      depth: int) -> dict[str, RelevanceTable]:
     chunk_rank = [[h.chunk_id for h in r.hits] for r in results]
@@ -37,6 +73,14 @@ def retrieval_tables(queries: Sequence[GoldenQuery], results: Sequence[QueryResu
         "chunk": RelevanceTable.from_rankings(chunk_rank, chunk_rel, depth),
         "doc": RelevanceTable.from_rankings(doc_rank, doc_rel, depth),
     }
+
+
+def judged_table(queries: Sequence[GoldenQuery], results: Sequence[QueryResult],
+                 depth: int) -> RelevanceTable:
+    """Doc-level table where every *judged* document (grade 0 included) has gain 1."""
+    doc_rank = [first_appearance([h.doc_id for h in r.hits]) for r in results]
+    return RelevanceTable.from_rankings(
+        doc_rank, [dict.fromkeys(q.expected_doc_ids, 1) for q in queries], depth)
 
 
 def first_relevant_ranks(tables: dict[str, RelevanceTable]) -> dict[str, np.ndarray]:
@@ -57,9 +101,15 @@ def score_results(queries: Sequence[GoldenQuery], results: Sequence[QueryResult]
     for level, table in tables.items():
         if depth >= MRR_CUTOFF:
             scores[retrieval_name("mrr", level, None)] = mrr(table)
+        for family, fn in RANK_FUNCTIONS.items():
+            scores[retrieval_name(family, level, None)] = fn(table)
         for k in cutoffs:
             for family, fn in FAMILY_FUNCTIONS.items():
                 scores[retrieval_name(family, level, k)] = fn(table, k)
+    if "doc" in JUDGED_LEVELS:
+        judged = judged_table(queries, results, depth)
+        for k in cutoffs:
+            scores[retrieval_name("judged", "doc", k)] = judged_at_k(judged, k)
     scores["no_hit_rate"] = np.array([float(not r.hits and r.error is None) for r in results])
     scores["error_rate"] = np.array([float(r.error is not None) for r in results])
     if with_answers if with_answers is not None else any(q.ask for q in queries):
