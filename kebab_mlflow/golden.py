@@ -21,7 +21,7 @@ from kebab_mlflow.yaml_source import child, location, parse
 DEFAULT_METADATA_FIELDS = ("agency", "project", "budget", "deadline")
 QUERY_TYPES = ("single_doc", "comparison", "follow_up", "abstention")
 TOP_LEVEL_KEYS = {"name", "private", "metadata_fields", "case_insensitive", "description",
-                  "queries"}
+                  "queries", "corpus"}
 
 # key -> (accepted python types, human type name)
 _STR = ((str,), "a string")
@@ -89,6 +89,7 @@ class GoldenSet:
     metadata_fields: tuple[str, ...] = DEFAULT_METADATA_FIELDS
     description: str = ""
     digest: str = ""  # sha256 of the file bytes
+    corpus: str = ""  # the corpus the file names (``corpus:``, relative to the file), or ""
 
     def __len__(self) -> int:
         return len(self.queries)
@@ -96,7 +97,7 @@ class GoldenSet:
     def subset(self, ids: set[str]) -> GoldenSet:
         kept = tuple(q for q in self.queries if q.id in ids)
         return GoldenSet(self.name, kept, self.path, self.private, self.metadata_fields,
-                         self.description, self.digest)
+                         self.description, self.digest, self.corpus)
 
 
 # (source, sha256 of the bytes) -> golden set: a sweep validates the file and then loads it once
@@ -135,6 +136,7 @@ def _build(data: Any, node: Any, source: str, digest: str) -> GoldenSet:
     description = ""
     metadata_fields = DEFAULT_METADATA_FIELDS
     queries_node = node
+    corpus = ""
 
     if isinstance(data, dict):
         for key in sorted(set(map(str, data)) - TOP_LEVEL_KEYS):
@@ -145,6 +147,9 @@ def _build(data: Any, node: Any, source: str, digest: str) -> GoldenSet:
         private = _top(data, "private", bool, False, problems, at, node)
         case_insensitive = _top(data, "case_insensitive", bool, False, problems, at, node)
         description = _top(data, "description", str, "", problems, at, node)
+        if "corpus" in data:  # where the corpus is, relative to this file (import-beir writes it)
+            corpus = _top(data, "corpus", str, "", problems, at, node)
+            corpus = str(Path(source).parent / corpus) if corpus else ""
         mf = data.get("metadata_fields", list(DEFAULT_METADATA_FIELDS))
         if isinstance(mf, list) and all(isinstance(x, str) for x in mf):
             metadata_fields = tuple(mf)
@@ -184,7 +189,8 @@ def _build(data: Any, node: Any, source: str, digest: str) -> GoldenSet:
     problems += _cross_query_problems(identities, source)
     if problems:
         raise GoldenSetError(f"invalid golden set {source}", problems)
-    return GoldenSet(name, tuple(parsed), source, private, metadata_fields, description, digest)
+    return GoldenSet(name, tuple(parsed), source, private, metadata_fields, description, digest,
+                     corpus)
 
 
 def _top(data: dict, key: str, typ: type, default: Any, problems, at, node) -> Any:

@@ -187,7 +187,7 @@ def test_chunker_change_falls_back_to_doc_level_and_strict_refuses(store):
     res, out = _compare(store, "base", "rechunk", "--format", "md", "--no-log")
     assert res.exit_code == 0, out
     assert out.startswith("# Compare: Same\n\n> **chunk ids are not comparable (chunker_version "
-                          "structure-v2-max800-overlap100 → structure-v2-max800-overlap50): "
+                          "structure-v3-max800-overlap100 → structure-v3-max800-overlap50): "
                           "DOC-LEVEL")
     assert "| hit_at_5_doc (gate hit_at_5) |" in out and "| mrr_doc (gate mrr) |" in out
     res, out = _compare(store, "base", "rechunk", "--strict", "--no-log")

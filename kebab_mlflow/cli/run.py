@@ -49,11 +49,18 @@ def presets() -> None:
 def run(
     golden: Annotated[Path, typer.Option(help="golden-set YAML")] = Path(
         "fixtures/golden_queries.yaml"),
-    corpus: Annotated[Path, typer.Option(help="folder of .md/.txt or BEIR corpus.jsonl[.gz]")]
-    = Path("fixtures/kb"),
+    corpus: Annotated[Path | None, typer.Option(
+        help="folder of .md/.txt or BEIR corpus.jsonl[.gz] (default: the golden set's "
+             "corpus, else fixtures/kb)")] = None,
     preset: Annotated[str, typer.Option(help="pipeline preset (see `presets`)")]
     = "naive_baseline",
     k: Annotated[int, typer.Option("--k", help="retrieval depth; metrics at cut-offs <= k")] = 10,
+    cutoffs: Annotated[str | None, typer.Option(
+        help="metric cut-offs, e.g. 1,5,10,100,1000 (each <= --k; default 1,3,5,10 and k)")]
+    = None,
+    ask: Annotated[bool | None, typer.Option(
+        "--ask/--no-ask", help="answer every query / none (default: each query's `ask`)")]
+    = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="config override KEY=VALUE")]
     = None,
     experiment: Experiment = "kebab-eval",
@@ -70,22 +77,27 @@ def run(
     """Run the golden set through a pipeline and record the eval as one MLflow run."""
     from kebab_mlflow.cli.console import err, metrics_table
     from kebab_mlflow.config import parse_overrides
-    from kebab_mlflow.evaluation.report import HEADLINE
+    from kebab_mlflow.evaluation.report import headline, ordered
+    from kebab_mlflow.metrics.scoring import parse_cutoffs
     from kebab_mlflow.tracking.log import RunOptions, execute
 
-    options = RunOptions(str(golden), str(corpus), preset, k, parse_overrides(set_ or []),
-                         experiment, tracking_uri, run_name, seed, fail_fast, target,
-                         concurrency)
-    result = execute(options, on_status=lambda s: err.print(f"… {s}"))
+    options = RunOptions(str(golden), None if corpus is None else str(corpus), preset, k,
+                         parse_overrides(set_ or []), experiment, tracking_uri, run_name, seed,
+                         fail_fast, target, concurrency,
+                         cutoffs=None if cutoffs is None else tuple(parse_cutoffs(cutoffs)),
+                         ask=ask)
+    result = execute(options, on_status=lambda s: err.print(f"… {s}", highlight=False))
     if as_json:
         typer.echo(json.dumps({"run_id": result.run_id, "experiment_id": result.experiment_id,
-                               "status": result.status, "metrics": result.metrics,
+                               "status": result.status,
+                               "metrics": ordered(result.metrics, result.aggregate),
                                "timings": result.timings}))
         return
     overall = result.aggregate["overall"]
-    err.print(metrics_table("summary", {n: overall.get(n) for n in HEADLINE if n in overall}))
+    err.print(metrics_table("summary", {n: overall[n] for n in headline(result.aggregate)}))
     err.print(f"run [bold]{result.run_id}[/] {result.status} in experiment {experiment}")
-    err.print(f"open the MLflow UI: [cyan]{result.ui_command}[/]  (or `kebab-mlflow ui`)")
+    err.print(f"open the MLflow UI: [cyan]{result.ui_command}[/]", highlight=False,
+              soft_wrap=True)
 
 
 @app.command("import-beir")
@@ -99,8 +111,13 @@ def import_beir_cmd(
     from kebab_mlflow.importers.beir import import_beir
 
     s = import_beir(folder, split, out, name)
-    typer.echo(f"wrote {s.written} queries to {s.out}; {s.skipped_without_judgments} queries "
-               f"without judgments in split {split!r} left out")
+    typer.echo(f"wrote {s.written} queries to {s.out} (golden set {s.name!r}); "
+               f"{s.skipped_without_judgments} queries without judgments in split {split!r} "
+               "left out")
+    if s.corpus is not None:
+        typer.echo(f"corpus: {s.corpus} (recorded in the golden set)")
+        typer.echo(f"run: kebab-mlflow run --golden {s.out} --set chunker.mode=document "
+                   "--k 100")
 
 
 @app.command()

@@ -9,31 +9,109 @@ import typer
 
 from kebab_mlflow.cli.app import Experiment, TrackingUri, app, baseline_app
 
+# The metrics `runs` can show, most telling first; a column appears only when a listed run
+# has a value (a doc-level golden set has no hit_at_5: no column of dashes).
+RUNS_METRICS = ("hit_at_5", "mrr", "ndcg_at_10_doc", "map_doc", "recall_at_100_doc",
+                "recall_at_10_doc", "contains_all")
+SHORT_ID = 8
+NAME_WIDTH = 18  # at a terminal, longer run names fold onto a second line
+
+
+def short_header(name: str) -> str:
+    """``ndcg_at_10_doc`` → ``ndcg@10 doc`` (two lines in the table: ``ndcg@10`` / ``doc``)."""
+    base, level = (name[:-4], "doc") if name.endswith("_doc") else (name, "")
+    base = base.removesuffix("_chunk").replace("_at_", "@")
+    return f"{base}\n{level}" if level else base
+
 
 @app.command()
 def runs(
     experiment: Experiment = "kebab-eval",
     tracking_uri: TrackingUri = None,
     limit: Annotated[int, typer.Option(help="how many runs")] = 20,
+    wide: Annotated[bool, typer.Option("--wide", help="every column, full run ids")] = False,
 ) -> None:
-    """List recent runs with their status, preset and key metrics."""
-    from kebab_mlflow.cli.console import out, table
+    """List recent runs with their status, preset and key metrics.
+
+    At a terminal narrower than the table, the run id is cut to 8 characters (enough for
+    `show`/`compare`: an id prefix is not accepted, so copy it from `--wide`) and metric
+    columns that do not fit are named below the table; --wide, or output to a pipe or file,
+    shows everything."""
+    from kebab_mlflow.cli.console import out
     from kebab_mlflow.tracking.store import BASELINE_TAG, Tracker
 
     tracker = Tracker(tracking_uri)
     exp = tracker.experiment_id(experiment, create=False)
     baseline = tracker.experiment_tag(exp, BASELINE_TAG)
-    rows = []
-    for r in tracker.find_runs([exp], max_results=limit):
-        m = r.metrics
-        rows.append((("* " if r.run_id == baseline else "") + (r.run_name or ""),
-                     r.run_id, r.status, r.tags.get("kebab.kind", ""),
-                     r.params.get("preset", ""), m.get("hit_at_5"), m.get("mrr"),
-                     m.get("ndcg_at_10_doc"), m.get("contains_all"),
-                     r.tags.get("kebab.verdict", "")))
-    out.print(table(f"runs in {experiment} (* = baseline)",
-                    ["name", "run id", "status", "kind", "preset", "hit_at_5", "mrr",
-                     "ndcg_at_10_doc", "contains_all", "verdict"], rows))
+    found = tracker.find_runs([exp], max_results=limit)
+    metrics = [m for m in RUNS_METRICS if any(r.metrics.get(m) is not None for r in found)]
+    verdicts = any(r.tags.get("kebab.verdict") for r in found)  # else no column of blanks
+    full = wide or not out.is_terminal
+    rows = [_run_row(r, baseline, metrics, full)[:4 + len(metrics) + verdicts] for r in found]
+    columns = ["name", "run id", "status", "preset", *map(short_header, metrics),
+               *(["verdict"] if verdicts else [])]
+    shown, hidden = _fit(columns, rows, None if full else out.width)
+    console = _unbounded_console(out.is_terminal) if full else out
+    console.print(_runs_table(f"runs in {experiment} (* = baseline)", columns, rows, shown,
+                              full))
+    if hidden:
+        names = [metrics[i - 4] for i in hidden]
+        console.print(f"not shown at {out.width} columns: {', '.join(names)} "
+                      "(--wide shows every column and full run ids)", highlight=False)
+
+
+def _run_row(r, baseline: str | None, metrics: list[str], full: bool) -> list[str]:
+    from kebab_mlflow.formatting import number
+
+    kind = r.tags.get("kebab.kind", "")
+    preset = r.params.get("preset", "") if kind in ("", "eval") else kind
+    return [("* " if r.run_id == baseline else "") + (r.run_name or ""),
+            r.run_id if full else r.run_id[:SHORT_ID], r.status, preset,
+            *(number(r.metrics.get(m)) for m in metrics), r.tags.get("kebab.verdict", "")]
+
+
+
+def _fit(columns: list[str], rows: list[list[str]], width: int | None
+         ) -> tuple[list[int], list[int]]:
+    """Indices of the columns to show within ``width`` (None: all) and of the metric columns
+    left out, rightmost metrics first; name, id, status, preset and verdict always stay."""
+    def size(i: int) -> int:
+        cells = [line for c in [columns[i], *(r[i] for r in rows)] for line in c.split("\n")]
+        widest = max(len(c) for c in cells)
+        return (min(widest, NAME_WIDTH) if i == 0 else widest) + 2  # padding and separator
+
+    keep = list(range(len(columns)))
+    metric_cols = [i for i in range(4, len(columns)) if columns[i] != "verdict"]
+    hidden: list[int] = []
+    while width is not None and metric_cols and sum(map(size, keep)) + 2 > width:
+        dropped = metric_cols.pop()
+        keep.remove(dropped)
+        hidden.insert(0, dropped)
+    return keep, hidden
+
+
+def _runs_table(title: str, columns: list[str], rows: list[list[str]], shown: list[int],
+                full: bool):
+    from rich import box
+    from rich.table import Table
+
+    t = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
+              padding=(0, 1), collapse_padding=True, title_justify="left")
+    for i in shown:
+        t.add_column(columns[i], overflow="fold", justify="left" if i < 4 or columns[i] == "verdict"
+                     else "right", no_wrap=i in (1, 2),
+                     max_width=NAME_WIDTH if i == 0 and not full else None)
+    for r in rows:
+        t.add_row(*(r[i] for i in shown))
+    return t
+
+
+def _unbounded_console(terminal: bool):
+    """--wide, or output to a pipe or file: lines as long as the table, nothing cut or folded
+    (a terminal wraps them itself)."""
+    from rich.console import Console
+
+    return Console(width=10_000, soft_wrap=True, color_system="auto" if terminal else None)
 
 
 @app.command()
@@ -41,17 +119,28 @@ def show(
     run_ref: Annotated[str, typer.Argument(metavar="RUN", help="run id, name, @baseline, @latest")],
     experiment: Experiment = "kebab-eval",
     tracking_uri: TrackingUri = None,
+    metrics: Annotated[str | None, typer.Option(
+        "--metrics", help="only metrics matching this glob, e.g. 'recall_*' or '*_doc'")] = None,
 ) -> None:
-    """Show one run: versions, params, metrics and tags."""
+    """Show one run: versions, params, metrics and tags (metrics in reading order: overall
+    ones by level and cut-off, then the breakdown blocks)."""
+    from fnmatch import fnmatchcase
+
     from kebab_mlflow.cli.console import out, table
+    from kebab_mlflow.metrics.registry import display_order
     from kebab_mlflow.tracking.references import resolve_run
     from kebab_mlflow.tracking.store import Tracker
 
     tracker = Tracker(tracking_uri)
     r = resolve_run(tracker, experiment, run_ref)
+    names = display_order(n for n in r.metrics if metrics is None or fnmatchcase(n, metrics))
+    if metrics is not None:
+        out.print(table(f"metrics matching {metrics!r}: {len(names)} of {len(r.metrics)}",
+                        ["metric", "value"], [(n, r.metrics[n]) for n in names]))
+        return
     out.print(f"[bold]{r.run_name}[/] {r.run_id} — {r.status}")
     out.print(table("params", ["param", "value"], sorted(r.params.items())))
-    out.print(table("metrics", ["metric", "value"], sorted(r.metrics.items())))
+    out.print(table("metrics", ["metric", "value"], [(n, r.metrics[n]) for n in names]))
     out.print(table("tags", ["tag", "value"], sorted(
         (k, v) for k, v in r.tags.items() if not k.startswith("mlflow.note"))))
 
@@ -86,18 +175,40 @@ def ui(
     port: Annotated[int, typer.Option(help="port")] = 5000,
     host: Annotated[str, typer.Option(help="interface")] = "127.0.0.1",
 ) -> None:
-    """Start the MLflow UI on the configured store."""
+    """Start the MLflow UI on the configured store (--tracking-uri, $MLFLOW_TRACKING_URI or
+    ./mlruns); a port already in use is an error (exit 2), not a UI that never starts."""
     import os
     import subprocess
 
-    from kebab_mlflow.tracking.store import resolve_uri
+    from kebab_mlflow.tracking.store import describe_uri, resolve_uri
 
     uri = resolve_uri(tracking_uri)
     if not uri.startswith(("sqlite:", "postgresql", "mysql", "file:")):
-        typer.echo(f"{uri} is a server: open it in a browser.")
+        typer.echo(f"{describe_uri(uri)} is a server: open it in a browser.")
         return
+    _check_port_free(host, port)
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
     cmd = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri, "--port", str(port),
            "--host", host, "--workers", "1"]
-    typer.echo(f"MLflow UI on http://{host}:{port} (Ctrl-C to stop)", err=True)
+    typer.echo(f"MLflow UI on http://{host}:{port} for {describe_uri(uri)} (Ctrl-C to stop)",
+               err=True)
     raise typer.Exit(subprocess.call(cmd, env=env))
+
+
+def _check_port_free(host: str, port: int) -> None:
+    """Bind the port once: taken (or not ours to bind) → InputError, exit 2."""
+    import socket
+
+    from kebab_mlflow.errors import InputError
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        raise InputError(f"cannot start the UI on {host}:{port}: {exc.strerror}") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            raise InputError(f"cannot start the UI on {host}:{port}: the port is in use "
+                             f"({exc.strerror}); pick another with --port") from None

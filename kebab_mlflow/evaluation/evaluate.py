@@ -9,6 +9,7 @@ one as an MLflow run; :func:`kebab_mlflow.api.compare` compares two.
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 import time
 import weakref
@@ -19,13 +20,14 @@ from typing import Any
 
 import numpy as np
 
+from kebab_mlflow import progress
 from kebab_mlflow.config import build_config, digest, flatten, redacted
 from kebab_mlflow.errors import ConfigError
 from kebab_mlflow.evaluation.per_query import PerQueryRow, read_per_query
 from kebab_mlflow.evaluation.runner import check_expected_ids, run_queries
 from kebab_mlflow.golden import GoldenSet, load_golden_set
 from kebab_mlflow.metrics.aggregate import flat_metrics
-from kebab_mlflow.metrics.scoring import cutoffs_for
+from kebab_mlflow.metrics.scoring import run_cutoffs
 from kebab_mlflow.records import VersionSnapshot
 
 
@@ -72,6 +74,7 @@ class EvalResult:
     per_query_path: Path
     per_query_sha256: str
     timings: Mapping[str, float] = field(default_factory=dict)
+    ask: bool | None = None  # the run-wide --ask/--no-ask override, None: per query
 
     @property
     def metrics(self) -> dict[str, float]:
@@ -95,6 +98,7 @@ class EvalResult:
         return {**self.versions.as_dict(), **_first(self.source.params(), "preset", "backend"),
                 "k": self.k, "cutoffs": ",".join(map(str, self.cutoffs)),
                 "golden_set": self.golden.name, "n_queries": len(self.golden), "seed": self.seed,
+                **({} if self.ask is None else {"ask": "all" if self.ask else "none"}),
                 **_rest(self.source.params(), "preset", "backend")}
 
 
@@ -104,6 +108,27 @@ def _first(params: Mapping[str, Any], *keys: str) -> dict[str, Any]:
 
 def _rest(params: Mapping[str, Any], *keys: str) -> dict[str, Any]:
     return {k: v for k, v in params.items() if k not in keys}
+
+
+def with_ask(golden: GoldenSet, ask: bool | None) -> GoldenSet:
+    """The golden set with every query's ``ask`` set to ``ask`` (``--ask``/``--no-ask``);
+    unchanged for None. The file's digest stays: the queries are the same, the run records the
+    override as its ``ask`` param."""
+    if ask is None:
+        return golden
+    queries = tuple(dataclasses.replace(q, ask=ask) for q in golden.queries)
+    return dataclasses.replace(golden, queries=queries)
+
+
+def warn_unanswered(golden: GoldenSet) -> int:
+    """One warning for the queries whose answer checks (must_contain/forbidden) will not run
+    because they do not ask; their count."""
+    n = sum(1 for q in golden.queries if (q.must_contain or q.forbidden) and not q.ask)
+    if n:
+        progress.warn(f"{n} of {len(golden)} queries have must_contain/forbidden but no ask: "
+                      "their answers are not generated or scored (run --ask to answer every "
+                      "query)")
+    return n
 
 
 def reference_pipeline(preset: str = "naive_baseline", corpus: str | Path = "fixtures/kb",
@@ -149,30 +174,36 @@ def as_pipeline(pipeline: Any, concurrency: int = 1) -> tuple[Any, PipelineSourc
 
 
 def evaluate(pipeline: Any, golden: GoldenSet | str | Path, *, k: int = 10,
-             cutoffs: Sequence[int] = (), seed: int = 0, fail_fast: bool = False,
-             concurrency: int = 1, per_query_path: Path | None = None) -> EvalResult:
+             cutoffs: Sequence[int] | None = None, seed: int = 0, fail_fast: bool = False,
+             concurrency: int = 1, per_query_path: Path | None = None,
+             ask: bool | None = None) -> EvalResult:
     """Run every query of ``golden`` through ``pipeline`` and score it (no MLflow).
 
-    ``k`` is the retrieval depth; metrics are reported at the standard cut-offs, ``cutoffs``
-    and ``k``, never deeper than ``k``. ``per_query_path``: where to stream
-    ``per_query.jsonl`` (default: a temporary folder kept alive by the result)."""
+    ``k`` is the retrieval depth; metrics are reported at ``cutoffs`` (each ≤ ``k``, else a
+    ConfigError), by default at 1, 3, 5, 10 and ``k`` (those ≤ ``k``). ``ask``: True/False
+    answers every/no query, None follows each query's ``ask``. ``per_query_path``: where to
+    stream ``per_query.jsonl`` (default: a temporary folder kept alive by the result)."""
     if k < 1:
         raise ConfigError(f"--k must be >= 1, got {k}")
     golden = golden if isinstance(golden, GoldenSet) else load_golden_set(golden)
-    ks = tuple(cutoffs_for(k, cutoffs))
+    golden = with_ask(golden, ask)
+    ks = tuple(run_cutoffs(k, cutoffs))
     t0 = time.perf_counter()
     pipeline, source = as_pipeline(pipeline, concurrency)
     if hasattr(pipeline, "chunk_ids") and hasattr(pipeline, "doc_ids"):
         check_expected_ids(golden, pipeline.chunk_ids, pipeline.doc_ids)
     index_s = time.perf_counter() - t0
     return evaluate_prepared(pipeline, source, golden, k, ks, seed=seed, fail_fast=fail_fast,
-                             per_query_path=per_query_path, index_s=index_s)
+                             per_query_path=per_query_path, index_s=index_s, ask=ask)
 
 
 def evaluate_prepared(pipeline: Any, source: PipelineSource, golden: GoldenSet, k: int,
                       cutoffs: Sequence[int], *, seed: int = 0, fail_fast: bool = False,
-                      per_query_path: Path | None = None, index_s: float = 0.0) -> EvalResult:
-    """:func:`evaluate` for a pipeline already built and checked against the golden set."""
+                      per_query_path: Path | None = None, index_s: float = 0.0,
+                      ask: bool | None = None) -> EvalResult:
+    """:func:`evaluate` for a pipeline already built and checked against the golden set
+    (``ask`` already applied to it: :func:`with_ask`; here it is only recorded)."""
+    warn_unanswered(golden)
     keep: tempfile.TemporaryDirectory | None = None
     if per_query_path is None:
         keep = tempfile.TemporaryDirectory(prefix="kebab-eval-")
@@ -183,7 +214,7 @@ def evaluate_prepared(pipeline: Any, source: PipelineSource, golden: GoldenSet, 
                         versions if isinstance(versions, VersionSnapshot) else VersionSnapshot(),
                         k, tuple(cutoffs), seed, outcome.aggregate, outcome.scores,
                         per_query_path, outcome.per_query_sha256,
-                        {"index_s": index_s, **outcome.timings})
+                        {"index_s": index_s, **outcome.timings}, ask)
     if keep is not None:
         weakref.finalize(result, keep.cleanup)
     return result

@@ -6,11 +6,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from kebab_mlflow.formatting import number
-from kebab_mlflow.metrics.registry import METRICS
+from kebab_mlflow.metrics.registry import METRICS, display_order
 
 
 def summary_table(overall: Mapping[str, float | None], names: list[str] | None = None) -> str:
-    names = names or [n for n in HEADLINE if n in overall] or list(overall)[:12]
+    names = names or headline({"overall": overall}) or list(overall)[:12]
     rows = ["| metric | value |", "|---|---|"]
     rows += [f"| {n} | {number(overall.get(n))} |" for n in names if n in overall]
     return "\n".join(rows)
@@ -19,22 +19,62 @@ def summary_table(overall: Mapping[str, float | None], names: list[str] | None =
 HEADLINE = ["hit_at_1", "hit_at_5", "mrr", "precision_at_5_chunk", "recall_at_10_doc",
             "ndcg_at_10_doc", "mrr_doc", "contains_all", "refusal_rate", "ask_grounded_rate",
             "no_hit_rate", "error_rate"]
+# What the summary shows per retrieval level, when the run has it: these families (any
+# cut-off for recall, so recall_at_100_doc of a --k 100 run is there), and judged_at_10_doc.
+_HEADLINE_FAMILIES = {"hit": (1, 5), "mrr": (), "map": (), "ndcg": (10,),
+                      "precision": (5,), "recall": None, "judged": (10,)}
+
+
+def _is_headline(name: str) -> bool:
+    m = METRICS.get(name)
+    if m is None:
+        return False
+    if m.level in ("answer", "run"):
+        return name in HEADLINE or m.level == "answer"
+    if m.family not in _HEADLINE_FAMILIES:
+        return False
+    ks = _HEADLINE_FAMILIES[m.family]
+    return (m.family == "mrr" or m.k is None or ks is None and m.k >= 10
+            or ks is not None and m.k in ks)
+
+
+def headline(aggregate: Mapping[str, Any]) -> list[str]:
+    """The summary's metrics: headline ones that have a value — a level without ground truth
+    in this golden set has none, so it is not shown as rows of dashes — in display order."""
+    overall = aggregate["overall"]
+    return display_order(n for n, v in overall.items() if v is not None and _is_headline(n))
+
+
+def ordered(metrics: Mapping[str, float], aggregate: Mapping[str, Any] | None = None
+            ) -> dict[str, float]:
+    """``metrics`` (MLflow names → values) in display order: the headline ones first (those
+    with ground truth in this golden set), then every other overall metric, then the
+    breakdown blocks; cut-offs in numeric order."""
+    first = headline(aggregate) if aggregate is not None else []
+    rest = display_order(n for n in metrics if n not in first)
+    return {n: metrics[n] for n in [*first, *rest] if n in metrics}
 
 
 def run_report(title: str, params: Mapping[str, Any], aggregate: Mapping[str, Any]) -> str:
     overall = aggregate["overall"]
-    lines = [f"# {title}", "", "## Summary", "", summary_table(overall), "",
-             "## Configuration", "", "| param | value |", "|---|---|"]
+    lines = [f"# {title}", "", "## Summary", "", summary_table(overall, headline(aggregate)),
+             "", "## Configuration", "", "| param | value |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in params.items() if not k.startswith("config.")]
     lines += ["", "## All metrics", "", "| metric | value | definition |", "|---|---|---|"]
-    lines += [f"| {n} | {number(v)} | {METRICS[n].description if n in METRICS else ''} |"
-              for n, v in overall.items()]
+    valued = display_order(n for n, v in overall.items() if v is not None)
+    lines += [f"| {n} | {number(overall[n])} | {METRICS[n].description if n in METRICS else ''} |"
+              for n in valued]
+    unvalued = display_order(n for n, v in overall.items() if v is None)
+    if unvalued:
+        lines += ["", f"No value (no ground truth or no case in this golden set): "
+                  f"{', '.join(unvalued)}."]
     lines += ["", "## Counts", ""] + [f"- {k}: {v}" for k, v in aggregate["counts"].items()]
     for block in ("by_query_type", "by_hardcase_category", "by_metadata_field"):
         groups = aggregate.get(block) or {}
         if not groups:
             continue
-        shown = [n for n in HEADLINE if any(g.get(n) is not None for g in groups.values())]
+        shown = [n for n in headline(aggregate)
+                 if any(g.get(n) is not None for g in groups.values())]
         lines += ["", f"## {block}", "", "| group | " + " | ".join(shown) + " |",
                   "|---|" + "---|" * len(shown)]
         lines += [f"| {key} | " + " | ".join(number(g.get(n)) for n in shown) + " |"

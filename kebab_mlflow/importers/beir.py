@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,12 +12,31 @@ import yaml
 
 from kebab_mlflow.errors import CorpusError, Problem
 
+# Folder names that say how a collection is stored, not which one it is: a collection kept as
+# ``<collection>/beir/`` is named after ``<collection>``.
+GENERIC_FOLDER_NAMES = {"beir", "data", "dataset", "datasets", "corpus", "collection", "raw"}
+CORPUS_FILES = ("corpus.jsonl", "corpus.jsonl.gz")
+
 
 @dataclass(frozen=True)
 class ImportSummary:
     written: int
     skipped_without_judgments: int
     out: Path
+    name: str = ""
+    corpus: Path | None = None  # the collection's corpus file, recorded in the golden set
+
+
+def collection_name(folder: Path) -> str:
+    """The collection a BEIR folder holds: its name, or its parent's for a generic name."""
+    folder = folder.resolve()
+    if folder.name.lower() in GENERIC_FOLDER_NAMES and folder.parent.name:
+        return folder.parent.name
+    return folder.name
+
+
+def find_corpus(folder: Path) -> Path | None:
+    return next((folder / n for n in CORPUS_FILES if (folder / n).is_file()), None)
 
 
 def read_qrels(path: Path) -> dict[str, dict[str, int]]:
@@ -55,10 +75,12 @@ def import_beir(folder: Path, split: str, out: Path, name: str | None = None) ->
             try:
                 rec = json.loads(line)
                 qid, text = str(rec["_id"]), rec["text"]
-            except (ValueError, KeyError, TypeError):
+                if not isinstance(text, str):
+                    raise TypeError(f"'text' is a {type(text).__name__}")
+            except (ValueError, KeyError, TypeError) as exc:
                 raise CorpusError("invalid BEIR queries file", [Problem(
-                    "expected a JSON object with _id and text", f"{queries_path}:{lineno}")]) \
-                    from None
+                    f"expected a JSON object with _id and a string text ({exc})",
+                    f"{queries_path}:{lineno}")]) from None
             judged = {d: g for d, g in qrels.get(qid, {}).items() if g > 0}
             if not judged:
                 skipped += 1
@@ -70,7 +92,12 @@ def import_beir(folder: Path, split: str, out: Path, name: str | None = None) ->
     header = (f"# Imported from the BEIR collection {folder} (split {split}) by kebab-mlflow "
               f"import-beir.\n# {len(entries)} judged queries; {skipped} without judgments "
               "left out. Doc-level ground truth only: judge with the _doc metrics.\n")
-    doc = {"name": name or f"{folder.name}-{split}", "queries": entries}
+    name = name or f"{collection_name(folder)}-{split}"
+    corpus = find_corpus(folder)
+    doc: dict = {"name": name}
+    if corpus is not None:  # relative to the golden file, so the pair can move together
+        doc["corpus"] = os.path.relpath(corpus.resolve(), out.resolve().parent)
+    doc["queries"] = entries
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(header + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=1000))
-    return ImportSummary(len(entries), skipped, out)
+    return ImportSummary(len(entries), skipped, out, name, corpus)

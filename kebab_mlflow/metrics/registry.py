@@ -113,3 +113,27 @@ for _name, _desc, _better in (
     ("citation_validity", "answered with citations: every cited chunk was among the hits", True),
 ):
     register(MetricDef(_name, "answer", _desc, _name, None, _better))
+
+
+# --------------------------------------------------------------------------- display order
+
+_LEVEL_ORDER = ("chunk", "doc", "answer", "run")
+_FAMILY_ORDER = ("hit", "mrr", "map", "r_precision", "ndcg", "precision", "recall", "judged")
+
+
+def display_key(name: str) -> tuple:
+    """Sort key that shows metrics the way people read them: overall metrics before breakdown
+    blocks (``by_query_type/...``), then by level (chunk, doc, answer, run), family, and the
+    cut-off *as a number* (hit_at_10 before hit_at_100); unknown names last, by name."""
+    block, _, metric = name.rpartition("/")
+    m = METRICS.get(metric)
+    if m is None:
+        return (bool(block), block, len(_LEVEL_ORDER), 0, 0, metric)
+    family = (_FAMILY_ORDER.index(m.family) if m.family in _FAMILY_ORDER
+              else len(_FAMILY_ORDER) + list(METRICS).index(metric))  # answer/run: as listed
+    k = 0 if m.family == "mrr" or m.k is None else m.k
+    return (bool(block), block, _LEVEL_ORDER.index(m.level), family, k, metric)
+
+
+def display_order(names) -> list[str]:
+    return sorted(names, key=display_key)

@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from kebab_mlflow.errors import ConfigError
 from kebab_mlflow.golden import GoldenQuery
 from kebab_mlflow.metrics.answers import answer_scores
-from kebab_mlflow.errors import ConfigError
 from kebab_mlflow.metrics.registry import (
     CUTOFFS,
     JUDGED_LEVELS,

@@ -40,8 +40,9 @@ def chunk_corpus(corpus: Corpus, config: ChunkerConfig) -> list[Chunk]:
 
 
 def chunk_document(doc: Document, config: ChunkerConfig) -> list[Chunk]:
+    title = extra_title(doc)
     if config.mode == "document":
-        text = f"{doc.title}\n\n{doc.text}" if doc.title and doc.title not in doc.text else doc.text
+        text = f"{title}\n\n{doc.text}" if title else doc.text
         return [Chunk(f"{doc.doc_id}#0", doc.doc_id, text.strip())]
     pieces: list[str] = []
     for heading_path, paragraphs in _sections(doc.text):
@@ -50,8 +51,16 @@ def chunk_document(doc: Document, config: ChunkerConfig) -> list[Chunk]:
         for body in _pack(paragraphs, budget, config.overlap_chars):
             pieces.append(f"{prefix}\n\n{body}" if prefix else body)
     if not pieces:
-        pieces = [doc.title or doc.doc_id]
+        return [Chunk(f"{doc.doc_id}#0", doc.doc_id, doc.title or doc.doc_id)]
+    if title:  # the heading of the first chunk: no chunk is added, so ids do not move
+        pieces[0] = f"{title}\n\n{pieces[0]}"
     return [Chunk(f"{doc.doc_id}#{n}", doc.doc_id, text) for n, text in enumerate(pieces)]
+
+
+def extra_title(doc: Document) -> str:
+    """The title to add to a document's text: a BEIR ``title`` the text does not already hold
+    (a folder document's title is its first heading, already in the text)."""
+    return doc.title if doc.title and doc.title not in doc.text else ""
 
 
 def _sections(text: str) -> list[tuple[list[str], list[str]]]:

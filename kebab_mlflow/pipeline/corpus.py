@@ -88,6 +88,18 @@ def _load_beir(path: Path) -> Corpus:
     return _PARSED_BEIR[key]
 
 
+def _string(record: dict, key: str) -> str:
+    """A record's text or title: a string, or absent/null (""). A number, list or mapping is
+    refused rather than turned into text with ``str()`` (it means the file is not what it
+    claims to be)."""
+    value = record.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise TypeError(f"{key!r} must be a string, got a {type(value).__name__}")
+    return value
+
+
 def _parse_beir(raw: bytes, path: Path) -> Corpus:
     if path.name.endswith(".gz"):
         try:
@@ -100,9 +112,8 @@ def _parse_beir(raw: bytes, path: Path) -> Corpus:
             continue
         try:
             rec = json.loads(line)
-            doc_id, text = str(rec["_id"]), rec.get("text") or ""
-            title = rec.get("title") or ""
-        except (ValueError, KeyError, TypeError) as exc:
+            doc_id, text, title = str(rec["_id"]), _string(rec, "text"), _string(rec, "title")
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             problems.append(Problem(f"not a BEIR record ({type(exc).__name__}: {exc})",
                                     f"{path}:{lineno}"))
             continue

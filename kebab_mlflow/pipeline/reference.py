@@ -35,7 +35,7 @@ PARSER_VERSION = "parser-v1"
 def versions_for(config: Mapping[str, Any], embedding_id: str = "") -> VersionSnapshot:
     ch, bm, hy, an = config["chunker"], config["bm25"], config["hybrid"], config["answer"]
     chunker = ("document-v1" if ch["mode"] == "document"
-               else f"structure-v2-max{ch['max_chars']}-overlap{ch['overlap_chars']}")
+               else f"structure-v3-max{ch['max_chars']}-overlap{ch['overlap_chars']}")
     from kebab_mlflow.pipeline.backends.lexical import TOKENIZER_VERSION
 
     bm25 = f"bm25-k1={bm['k1']}-b={bm['b']}"

@@ -24,12 +24,13 @@ from kebab_mlflow.evaluation.evaluate import (
     PipelineSource,
     as_pipeline,
     evaluate_prepared,
+    with_ask,
 )
 from kebab_mlflow.evaluation.report import run_report, summary_table
 from kebab_mlflow.evaluation.runner import check_expected_ids
 from kebab_mlflow.golden import GoldenSet, load_golden_set
 from kebab_mlflow.interrupts import sigterm_as_interrupt
-from kebab_mlflow.metrics.scoring import cutoffs_for
+from kebab_mlflow.metrics.scoring import run_cutoffs
 from kebab_mlflow.pipeline.backends.floors import oracle_truth
 from kebab_mlflow.pipeline.cache import cache_root
 from kebab_mlflow.pipeline.reference import build_pipeline
@@ -39,10 +40,13 @@ from kebab_mlflow.tracking.provenance import provenance_tags
 MANIFEST = "manifest.json"
 
 
+DEFAULT_CORPUS = "fixtures/kb"
+
+
 @dataclass(frozen=True)
 class RunOptions:
     golden: str = "fixtures/golden_queries.yaml"
-    corpus: str = "fixtures/kb"
+    corpus: str | None = None  # None: the golden set's ``corpus:``, else DEFAULT_CORPUS
     preset: str = "naive_baseline"
     k: int = 10
     overrides: Mapping[str, Any] = field(default_factory=dict)
@@ -55,6 +59,8 @@ class RunOptions:
     concurrency: int = 1
     parent_run_id: str | None = None
     extra_tags: Mapping[str, str] = field(default_factory=dict)
+    cutoffs: tuple[int, ...] | None = None  # --cutoffs; None: 1, 3, 5, 10 and k
+    ask: bool | None = None  # --ask / --no-ask for every query; None: each query's own ``ask``
 
 
 @dataclass
@@ -80,6 +86,7 @@ class Prepared:
     source: PipelineSource
     cutoffs: tuple[int, ...]
     index_s: float
+    ask: bool | None = None
 
 
 def prepare(options: RunOptions, on_status: Callable[[str], None] = lambda s: None) -> Prepared:
@@ -88,17 +95,25 @@ def prepare(options: RunOptions, on_status: Callable[[str], None] = lambda s: No
     t0 = time.perf_counter()
     if options.k < 1:
         raise ConfigError(f"--k must be >= 1, got {options.k}")
-    golden = load_golden_set(options.golden)
+    golden = with_ask(load_golden_set(options.golden), options.ask)
     config = build_config(options.preset, dict(options.overrides))
-    cutoffs = tuple(cutoffs_for(options.k))
+    cutoffs = tuple(run_cutoffs(options.k, options.cutoffs))
     if options.target:
         pipeline, source = as_pipeline(options.target, options.concurrency)
     else:
+        corpus = corpus_to_use(options.corpus, golden)
+        on_status(f"corpus: {corpus}" + ("" if options.corpus or not golden.corpus
+                                         else " (from the golden set)"))
         on_status("loading or building the index")
-        pipeline = build_pipeline(config, options.corpus, oracle_truth(golden.queries))
+        pipeline = build_pipeline(config, corpus, oracle_truth(golden.queries))
         check_expected_ids(golden, pipeline.chunk_ids, pipeline.doc_ids)
-        source = PipelineSource(options.preset, config["backend"], options.corpus, config)
-    return Prepared(golden, pipeline, source, cutoffs, time.perf_counter() - t0)
+        source = PipelineSource(options.preset, config["backend"], corpus, config)
+    return Prepared(golden, pipeline, source, cutoffs, time.perf_counter() - t0, options.ask)
+
+
+def corpus_to_use(explicit: str | None, golden: GoldenSet) -> str:
+    """An explicit corpus wins; then the one the golden set names; then the fixtures."""
+    return explicit or golden.corpus or DEFAULT_CORPUS
 
 
 def run_tags(golden: GoldenSet, source: PipelineSource,
@@ -137,7 +152,7 @@ def execute(options: RunOptions, *,
                                        options.k, prepared.cutoffs, seed=options.seed,
                                        fail_fast=options.fail_fast,
                                        per_query_path=workdir / "per_query.jsonl",
-                                       index_s=prepared.index_s)
+                                       index_s=prepared.index_s, ask=prepared.ask)
     except KeyboardInterrupt:
         tracker.end_run_quietly(run_id, "KILLED")
         shutil.rmtree(workdir, ignore_errors=True)
@@ -159,7 +174,8 @@ def _params_before_results(prepared: Prepared, options: RunOptions) -> dict[str,
     """The params an EvalResult will have, known before any query ran."""
     probe = EvalResult(prepared.golden, prepared.source,
                        getattr(prepared.pipeline, "versions", None) or VersionSnapshot(),
-                       options.k, prepared.cutoffs, options.seed, {}, {}, Path(), "")
+                       options.k, prepared.cutoffs, options.seed, {}, {}, Path(), "",
+                       ask=prepared.ask)
     return probe.params()
 
 

@@ -230,10 +230,25 @@ class Tracker:
         return self.client.get_experiment(experiment_id).tags.get(key)
 
     def ui_command(self) -> str:
+        """A command that opens this store's UI and works without activating the venv: the
+        running kebab-mlflow by its absolute path, with this store's URI."""
         if self.local:
-            db = self.uri.removeprefix("sqlite:///")
-            return f"mlflow ui --backend-store-uri sqlite:///{db}"
+            import shlex
+
+            return f"{cli_executable()} ui --tracking-uri {shlex.quote(self.uri)}"
         return f"open {describe_uri(self.uri)} in a browser"
+
+
+def cli_executable() -> str:
+    """How to call this kebab-mlflow again: the console script that is running, by its
+    absolute path, else ``<this python> -m kebab_mlflow.cli``."""
+    import shlex
+    import sys
+
+    script = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    if script is not None and script.name == "kebab-mlflow" and script.is_file():
+        return shlex.quote(str(script.absolute()))
+    return f"{shlex.quote(sys.executable)} -m kebab_mlflow.cli"
 
 
 def _quoted(value: str) -> str:
