@@ -83,8 +83,11 @@ def test_import_beir_command(tmp_path):
     out = tmp_path / "golden.yaml"
     result = runner.invoke(app, ["import-beir", str(folder), "--out", str(out)])
     assert result.exit_code == 0
-    assert result.output == (f"wrote 1 queries to {out}; 1 queries without judgments in "
-                             "split 'test' left out\n")
+    assert result.output == (
+        f"wrote 1 queries to {out} (golden set '{tmp_path.name}-test'); 1 queries without "
+        "judgments in split 'test' left out\n"
+        f"corpus: {folder / 'corpus.jsonl'} (recorded in the golden set)\n"
+        f"run: kebab-mlflow run --golden {out} --set chunker.mode=document --k 100\n")
     assert runner.invoke(app, ["validate", str(out)]).exit_code == 0
     proc = kebab("import-beir", tmp_path / "nowhere", "--out", out)
     assert proc.returncode == 2 and "not a BEIR folder" in proc.stderr
