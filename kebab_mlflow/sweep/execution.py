@@ -92,7 +92,8 @@ def row_options(spec: SweepSpec, row: SweepRow, experiment: str, uri: str,
     return RunOptions(golden=spec.golden, corpus=spec.corpus, preset=row.preset, k=row.k,
                       overrides=dict(row.overrides), experiment=experiment, tracking_uri=uri,
                       run_name=row.name, seed=spec.seed, parent_run_id=parent_run_id,
-                      target=row.target, concurrency=row.concurrency,
+                      target=row.target, concurrency=row.concurrency, cutoffs=row.cutoffs,
+                      ask=row.ask,
                       extra_tags={ROW_TAG: row.name, "kebab.sweep_role": row.role})
 
 

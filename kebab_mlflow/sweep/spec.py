@@ -31,10 +31,11 @@ DEFAULT_RESAMPLES = 2000
 
 
 TOP_LEVEL_KEYS = {"name", "description", "experiment", "golden", "corpus", "k", "set",
-                  "primary", "floors", "ceiling", "gauge_metrics", "resamples", "seed", "rows"}
+                  "primary", "floors", "ceiling", "gauge_metrics", "resamples", "seed", "rows",
+                  "cutoffs"}
 
 
-ROW_KEYS = {"name", "preset", "k", "set", "target", "concurrency"}
+ROW_KEYS = {"name", "preset", "k", "set", "target", "concurrency", "cutoffs", "ask"}
 
 
 ROW_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,100}$")
@@ -52,6 +53,8 @@ class SweepRow:
     location: str = ""
     target: str | None = None  # evaluate another system (python:, http://, cmd:) in this row
     concurrency: int = 1
+    cutoffs: tuple[int, ...] | None = None  # the row's (or the file's) cutoffs; None: default
+    ask: bool | None = None  # answer every query / none; None: each query's own ``ask``
 
     @property
     def shown_preset(self) -> str:
@@ -184,6 +187,7 @@ def _build(data: dict, node: Any, source: str, base: Path, sha256: str) -> Sweep
         problems.append(Problem("'floors' lists a row twice", where("floors")))
     roles = {primary: "primary", ceiling: "ceiling", **{f: "floor" for f in floors}}
     rows = [dataclasses.replace(r, role=roles.get(r.name, "variant")) for r in rows]
+    rows = _with_cutoffs(rows, data.get("cutoffs"), where("cutoffs"), problems)
 
     golden_set = corpus_digest = None
     if golden is not None:
@@ -265,7 +269,8 @@ def _rows(items: Any, node: Any, source: str, shared: Mapping[str, Any], default
             concurrency = 1
         if not duplicate:
             rows.append(SweepRow(name, preset, overrides, k, "variant", loc, target,
-                                 concurrency))
+                                 concurrency, item.get("cutoffs"),
+                                 _row_ask(item, name, loc, problems)))
     return rows
 
 
@@ -311,7 +316,8 @@ def _check_metrics(names: list[str] | None, golden_set: Any, rows: Sequence[Swee
         names = list(DEFAULT_GAUGE_CHUNK if has_chunk else DEFAULT_GAUGE_DOC)
     # registers deeper cut-offs (k = 100) so they validate; the registry is process-wide, so
     # a cut-off some other run registered (k = 7) must still be one these rows report
-    reported = set.intersection(*(set(cutoffs_for(row.k)) for row in rows)) if rows else set()
+    reported = set.intersection(*(set(row.cutoffs or cutoffs_for(row.k)) for row in rows)) \
+        if rows else set()
     min_k = min((r.k for r in rows), default=10)
     for name in names:
         try:
@@ -384,3 +390,39 @@ class SweepResult:
 def describe_row(row: SweepRow) -> str:
     sets = " ".join(f"{k}={v}" for k, v in row.overrides.items())
     return f"{row.shown_preset} k={row.k}" + (f" {sets}" if sets else "")
+
+
+# --------------------------------------------------------------------------- cutoffs and ask
+
+
+def _row_ask(item: Mapping[str, Any], name: str, loc: str, problems: list[Problem]
+             ) -> bool | None:
+    ask = item.get("ask")
+    if ask is not None and not isinstance(ask, bool):
+        problems.append(Problem(f"row {name}: 'ask' must be true or false, got {ask!r}", loc))
+        return None
+    return ask
+
+
+def _with_cutoffs(rows: list[SweepRow], shared: Any, where: str,
+                  problems: list[Problem]) -> list[SweepRow]:
+    """Each row's cut-offs (its own ``cutoffs:``, else the file's), checked against its depth
+    as ``run --cutoffs`` checks them; a list or a "1,10,100" string."""
+    from kebab_mlflow.metrics.scoring import parse_cutoffs, run_cutoffs
+
+    out = []
+    for row in rows:
+        raw = row.cutoffs if row.cutoffs is not None else shared
+        if raw is None:
+            out.append(row)
+            continue
+        try:
+            ks = parse_cutoffs(raw) if isinstance(raw, str) else list(raw)
+            ks = run_cutoffs(row.k, ks)
+        except (ConfigError, TypeError):
+            problems.append(Problem(f"row {row.name}: 'cutoffs' must be cut-offs >= 1 within "
+                                    f"its k {row.k}, got {raw!r}", row.location or where))
+            out.append(dataclasses.replace(row, cutoffs=None))
+            continue
+        out.append(dataclasses.replace(row, cutoffs=tuple(ks)))
+    return out
