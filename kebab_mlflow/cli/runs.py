@@ -11,8 +11,8 @@ from kebab_mlflow.cli.app import Experiment, TrackingUri, app, baseline_app
 
 # The metrics `runs` can show, most telling first; a column appears only when a listed run
 # has a value (a doc-level golden set has no hit_at_5: no column of dashes).
-RUNS_METRICS = ("hit_at_5", "mrr", "ndcg_at_10_doc", "map_doc", "recall_at_100_doc",
-                "recall_at_10_doc", "contains_all")
+RUNS_METRICS = ("hit_at_5", "mrr", "ndcg_at_10_doc", "map_doc", "recall_at_10_doc",
+                "recall_at_100_doc", "contains_all")
 SHORT_ID = 8
 NAME_WIDTH = 18  # at a terminal, longer run names fold onto a second line
 

@@ -35,6 +35,16 @@ def collection_name(folder: Path) -> str:
     return folder.name
 
 
+def _recorded_path(corpus: Path, golden: Path) -> str:
+    """The corpus as the golden set records it: relative to the golden file when the two share
+    a folder below the root (the pair can move together, e.g. ``../shared/...``), else
+    absolute."""
+    corpus, base = corpus.resolve(), golden.resolve().parent
+    if os.path.commonpath([corpus, base]) == corpus.anchor:
+        return str(corpus)
+    return os.path.relpath(corpus, base)
+
+
 def find_corpus(folder: Path) -> Path | None:
     return next((folder / n for n in CORPUS_FILES if (folder / n).is_file()), None)
 
@@ -95,8 +105,8 @@ def import_beir(folder: Path, split: str, out: Path, name: str | None = None) ->
     name = name or f"{collection_name(folder)}-{split}"
     corpus = find_corpus(folder)
     doc: dict = {"name": name}
-    if corpus is not None:  # relative to the golden file, so the pair can move together
-        doc["corpus"] = os.path.relpath(corpus.resolve(), out.resolve().parent)
+    if corpus is not None:
+        doc["corpus"] = _recorded_path(corpus, out)
     doc["queries"] = entries
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(header + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=1000))
