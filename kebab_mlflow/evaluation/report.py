@@ -19,6 +19,8 @@ def summary_table(overall: Mapping[str, float | None], names: list[str] | None =
 HEADLINE = ["hit_at_1", "hit_at_5", "mrr", "precision_at_5_chunk", "recall_at_10_doc",
             "ndcg_at_10_doc", "mrr_doc", "contains_all", "refusal_rate", "ask_grounded_rate",
             "no_hit_rate", "error_rate"]
+# The breakdown tables' columns (those with a value in some group), kept to a readable width
+BREAKDOWN_COLUMNS = {*HEADLINE, "map_doc", "recall_at_100_doc"}
 # What the summary shows per retrieval level, when the run has it: these families (any
 # cut-off for recall, so recall_at_100_doc of a --k 100 run is there), and judged_at_10_doc.
 _HEADLINE_FAMILIES = {"hit": (1, 5), "mrr": (), "map": (), "ndcg": (10,),
@@ -73,8 +75,8 @@ def run_report(title: str, params: Mapping[str, Any], aggregate: Mapping[str, An
         groups = aggregate.get(block) or {}
         if not groups:
             continue
-        shown = [n for n in headline(aggregate)
-                 if any(g.get(n) is not None for g in groups.values())]
+        shown = [n for n in headline(aggregate) if n in BREAKDOWN_COLUMNS
+                 and any(g.get(n) is not None for g in groups.values())]
         lines += ["", f"## {block}", "", "| group | " + " | ".join(shown) + " |",
                   "|---|" + "---|" * len(shown)]
         lines += [f"| {key} | " + " | ".join(number(g.get(n)) for n in shown) + " |"
