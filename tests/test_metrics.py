@@ -339,3 +339,13 @@ def test_explicit_cutoffs_replace_the_standard_ones_and_are_checked_against_the_
         parse_cutoffs("10,a")
     with pytest.raises(ConfigError, match=">= 1"):
         run_cutoffs(10, [0, 5])
+
+
+def test_display_order_puts_cutoffs_in_numeric_order_even_for_unregistered_ones():
+    from kebab_mlflow.metrics.registry import display_order
+
+    names = ["by_query_type/x/mrr", "recall_at_100_doc", "hit_at_10_doc", "recall_at_1000_doc",
+             "hit_at_100", "hit_at_10", "error_rate", "recall_at_10_doc", "map_doc", "mrr"]
+    assert display_order(names) == [
+        "hit_at_10", "hit_at_100", "mrr", "hit_at_10_doc", "map_doc", "recall_at_10_doc",
+        "recall_at_100_doc", "recall_at_1000_doc", "error_rate", "by_query_type/x/mrr"]

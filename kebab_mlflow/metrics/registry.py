@@ -8,6 +8,7 @@ ids), ``doc`` (over queries with expected doc ids), ``answer`` (queries with ``a
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 CUTOFFS = (1, 3, 5, 10)
@@ -118,6 +119,7 @@ for _name, _desc, _better in (
 # --------------------------------------------------------------------------- display order
 
 _LEVEL_ORDER = ("chunk", "doc", "answer", "run")
+_CUTOFF_NAME = re.compile(r"^[a-z]+_at_([1-9][0-9]{0,6})(?:_chunk|_doc)?$")
 _FAMILY_ORDER = ("hit", "mrr", "map", "r_precision", "ndcg", "precision", "recall", "judged")
 
 
@@ -127,6 +129,10 @@ def display_key(name: str) -> tuple:
     cut-off *as a number* (hit_at_10 before hit_at_100); unknown names last, by name."""
     block, _, metric = name.rpartition("/")
     m = METRICS.get(metric)
+    cutoff = _CUTOFF_NAME.match(metric)
+    if m is None and cutoff:  # a cut-off this process has not registered (read from a store)
+        ensure_cutoff(int(cutoff.group(1)))
+        m = METRICS.get(metric)
     if m is None:
         return (bool(block), block, len(_LEVEL_ORDER), 0, 0, metric)
     family = (_FAMILY_ORDER.index(m.family) if m.family in _FAMILY_ORDER
