@@ -96,8 +96,8 @@ def run(
     overall = result.aggregate["overall"]
     err.print(metrics_table("summary", {n: overall[n] for n in headline(result.aggregate)}))
     err.print(f"run [bold]{result.run_id}[/] {result.status} in experiment {experiment}")
-    err.print(f"open the MLflow UI: [cyan]{result.ui_command}[/]", highlight=False,
-              soft_wrap=True)
+    err.print("open the MLflow UI on this run's store (no venv to activate):")
+    err.print(f"  [cyan]{result.ui_command}[/]", highlight=False, soft_wrap=True)
 
 
 @app.command("import-beir")
