@@ -15,6 +15,7 @@
      ├── RunNotFoundError           a run reference that matches nothing (or too much)
      ├── IncomparableRunsError      compare refuses the pair
      │    └── ComparisonRefused     ... with every reason at once
+     ├── OutputError                the output cannot be written: broken pipe, unwritable --out
      ├── TargetError                a user pipeline target that cannot be loaded
      │    └── TargetOptionsError    bad ``?key=value`` options of a target spec
      ├── QueryFailed                --fail-fast: a query raised (exit 1)
@@ -122,6 +123,10 @@ class ComparisonRefused(ProblemsMixin, IncomparableRunsError):
 
     def __init__(self, problems: Sequence[Problem]):
         super().__init__("cannot compare these runs", problems)
+
+
+class OutputError(KebabError):
+    """The result could not be written (exit 2, never 1: 1 means Regressed)."""
 
 
 class TargetError(KebabError):

@@ -1,13 +1,15 @@
 """Golden sets: load a YAML file, validate all of it, return frozen records.
 
 Schema (DESIGN §3). The top level is a mapping (``name``, ``private``, ``metadata_fields``,
-``case_insensitive``, ``description``, ``queries``) or a bare list of queries. Every problem
+``case_insensitive``, ``description``, ``primary_metric`` — the metric ``compare`` decides on
+—, ``queries``) or a bare list of queries. Every problem
 is collected with its ``file:line`` and query id and raised as one :class:`GoldenSetError`.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +23,7 @@ from kebab_mlflow.yaml_source import child, location, parse
 DEFAULT_METADATA_FIELDS = ("agency", "project", "budget", "deadline")
 QUERY_TYPES = ("single_doc", "comparison", "follow_up", "abstention")
 TOP_LEVEL_KEYS = {"name", "private", "metadata_fields", "case_insensitive", "description",
-                  "queries", "corpus"}
+                  "primary_metric", "queries", "corpus"}
 
 # key -> (accepted python types, human type name)
 _STR = ((str,), "a string")
@@ -90,6 +92,7 @@ class GoldenSet:
     description: str = ""
     digest: str = ""  # sha256 of the file bytes
     corpus: str = ""  # the corpus the file names (``corpus:``, relative to the file), or ""
+    primary_metric: str | None = None  # the metric compare decides on (a metric name)
 
     def __len__(self) -> int:
         return len(self.queries)
@@ -97,7 +100,7 @@ class GoldenSet:
     def subset(self, ids: set[str]) -> GoldenSet:
         kept = tuple(q for q in self.queries if q.id in ids)
         return GoldenSet(self.name, kept, self.path, self.private, self.metadata_fields,
-                         self.description, self.digest, self.corpus)
+                         self.description, self.digest, self.corpus, self.primary_metric)
 
 
 # (source, sha256 of the bytes) -> golden set: a sweep validates the file and then loads it once
@@ -134,6 +137,7 @@ def _build(data: Any, node: Any, source: str, digest: str) -> GoldenSet:
     private = False
     case_insensitive = False
     description = ""
+    primary_metric = None
     metadata_fields = DEFAULT_METADATA_FIELDS
     queries_node = node
     corpus = ""
@@ -150,6 +154,13 @@ def _build(data: Any, node: Any, source: str, digest: str) -> GoldenSet:
         if "corpus" in data:  # where the corpus is, relative to this file (import-beir writes it)
             corpus = _top(data, "corpus", str, "", problems, at, node)
             corpus = str(Path(source).parent / corpus) if corpus else ""
+        primary_metric = data.get("primary_metric")
+        if primary_metric is not None and not (isinstance(primary_metric, str)
+                                               and re.fullmatch(r"[a-z][a-z0-9_]*",
+                                                                primary_metric)):
+            problems.append(Problem("'primary_metric' must be a metric name such as "
+                                    "ndcg_at_10_doc", at(child(node, "primary_metric"))))
+            primary_metric = None
         mf = data.get("metadata_fields", list(DEFAULT_METADATA_FIELDS))
         if isinstance(mf, list) and all(isinstance(x, str) for x in mf):
             metadata_fields = tuple(mf)
@@ -190,7 +201,7 @@ def _build(data: Any, node: Any, source: str, digest: str) -> GoldenSet:
     if problems:
         raise GoldenSetError(f"invalid golden set {source}", problems)
     return GoldenSet(name, tuple(parsed), source, private, metadata_fields, description, digest,
-                     corpus)
+                     corpus, primary_metric)
 
 
 def _top(data: dict, key: str, typ: type, default: Any, problems, at, node) -> Any:

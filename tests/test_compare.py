@@ -74,10 +74,14 @@ def test_identical_runs_are_same_with_zero_deltas_and_the_verdict_is_recorded(st
     data = _json(out)
     assert data["verdict"] == "Same" and data["exit_code"] == 0
     assert {"verdict", "rule", "baseline", "candidate", "metrics", "queries"} <= set(data)
-    assert [m["name"] for m in data["metrics"]] == ["hit_at_5", "mrr", "precision_at_5_chunk",
-                                                    "recall_at_10_doc", "contains_all"]
+    # the primary metric alone (chunk-level truth: mrr); unchanged, so out of the correction
+    assert [(m["name"], m["role"]) for m in data["metrics"]] == [("mrr", "primary")]
+    assert data["settings"]["primary"] == "mrr" and data["settings"]["primary_source"] == \
+        "default"
     for m in data["metrics"]:
         assert (m["delta"], m["ci_low"], m["ci_high"], m["p_value"]) == (0.0, 0.0, 0.0, 1.0)
+        assert m["unchanged"] and m["p_holm"] is None and m["p_exact"]
+    assert any("mrr is identical on all 39 queries" in r for r in data["reasons"])
     assert data["counts"] == {"Regression": 0, "Loss": 0, "Win": 0, "Draw": 43}
     assert data["n"]["queries"] == 43 and data["n"]["with_ground_truth"] == 39
     assert "seed 0" in data["rule"] and data["settings"]["seed"] == 0
@@ -92,7 +96,7 @@ def test_identical_runs_are_same_with_zero_deltas_and_the_verdict_is_recorded(st
 def test_random_retrieval_candidate_is_regressed_exit_1(store):
     res, out = _compare(store, "base", "rand", "--no-log")
     assert res.exit_code == 1, out
-    assert "Regressed" in out and "hit_at_5 is significantly worse" in out
+    assert "Regressed" in out and "mrr is significantly worse" in out
     assert "kebab.verdict" not in _client(store["uri"]).get_run(store["ids"]["rand"]).data.tags
 
 
@@ -103,7 +107,7 @@ def test_improved_candidate_is_better(store, tmp_path):
     assert res.exit_code == 0, out
     text = out_file.read_text()
     assert text.startswith("# Compare: Better")
-    assert "| hit_at_5 | 39 |" in text and "better" in text and "**Rule.**" in text
+    assert "| mrr | primary | 39 |" in text and "better" in text and "**Rule.**" in text
 
 
 def test_losing_one_hit_on_a_small_set_is_regressed(store):
@@ -124,7 +128,7 @@ def test_losing_one_hit_on_a_small_set_is_regressed(store):
 def test_runs_shallower_than_mrr_still_show_their_regressions(store):
     # at --k 5 there is no mrr; the ranks come from per_query.jsonl's first_relevant_rank
     res, out = _compare(store, "small_base_k5", "small_rand_k5", "--format", "json",
-                        "--no-log", "--gate", "hit_at_5")
+                        "--no-log", "--primary", "hit_at_5")
     assert res.exit_code == 1, out
     data = _json(out)
     assert data["verdict"] == "Regressed" and data["counts"]["Regression"] == 3
@@ -140,7 +144,7 @@ def test_first_relevant_rank_beyond_ten_is_a_miss_and_null_means_no_truth():
 
     b = _side("b", [row("a", 3), row("b", 2), row("c", None)])
     c = _side("c", [row("a", 12), row("b", 1), row("c", None)])
-    kinds = [q.kind for q in compare_runs(b, c, CompareOptions(gates=("hit_at_5",),
+    kinds = [q.kind for q in compare_runs(b, c, CompareOptions(primary="hit_at_5",
                                                                  resamples=100)).queries]
     assert sorted(kinds) == ["Draw", "Regression", "Win"]
 
@@ -154,26 +158,43 @@ def test_an_old_per_query_file_without_first_relevant_rank_is_not_read_as_misses
     old = [PerQueryRow(q, q, hits, None, {"hit_at_5": 1.0}, 1.0, None) for q in "abc"]
     for b, c in ((new, old), (old, new)):
         result = compare_runs(_side("b", b), _side("c", c),
-                              CompareOptions(gates=("hit_at_5",), resamples=100))
+                              CompareOptions(primary="hit_at_5", resamples=100))
         assert [q.kind for q in result.queries] == ["Draw"] * 3 and result.verdict == "Same"
 
 
-def test_default_gates_that_a_run_lacks_are_skipped_but_named_gates_must_exist():
-    # a golden set without ask queries has no contains_all: the defaults go on without it
+def _truth_row(qid, chunk, doc, **scores):
     hits = ({"rank": 1, "chunk_id": "d#0", "doc_id": "d", "score": 1.0},)
-    rows = [PerQueryRow(q, q, hits, None, {"hit_at_5": 1.0, "mrr": 1.0,
-                                           "precision_at_5_chunk": 0.2,
-                                           "recall_at_10_doc": 1.0}, 1.0, None)
-            for q in "abc"]
-    result = compare_runs(_side("b", rows), _side("c", rows), CompareOptions(resamples=100))
-    assert [m.gate for m in result.metrics] == ["hit_at_5", "mrr", "precision_at_5_chunk",
-                                                "recall_at_10_doc"]
-    assert result.notes == ("default gate 'contains_all' skipped: not in both runs' per-query "
-                            "scores",)
-    assert to_json(result)["settings"]["gates"] == [m.gate for m in result.metrics]
-    with pytest.raises(ComparisonRefused, match="unknown gated metric 'contains_all'"):
-        compare_runs(_side("b", rows), _side("c", rows),
-                     CompareOptions(gates=("hit_at_5", "contains_all"), resamples=100))
+    return PerQueryRow(qid, qid, hits, None, scores, 1.0, None, {"chunk": chunk, "doc": doc})
+
+
+def test_default_primary_follows_the_ground_truth_and_named_gates_must_exist():
+    both = {"mrr": 1.0, "mrr_doc": 1.0, "ndcg_at_10_doc": 1.0, "hit_at_5": 1.0,
+            "contains_all": None}
+    chunk = [_truth_row(q, 1, 1, **both) for q in "abc"]
+    doc_only = [_truth_row(q, None, 1, **{**both, "mrr": None, "hit_at_5": None})
+                for q in "abc"]
+    answers = [_truth_row(q, None, None, **{**{k: None for k in both}, "contains_all": 1.0})
+               for q in "abc"]
+    for rows, primary, level in ((chunk, "mrr", "chunk"), (doc_only, "ndcg_at_10_doc", "doc"),
+                                 (answers, "contains_all", "none")):
+        result = compare_runs(_side("b", rows), _side("c", rows), CompareOptions(resamples=100))
+        assert [(m.name, m.role) for m in result.metrics] == [(primary, "primary")]
+        assert result.level == level and {q.level for q in result.queries} == {level}
+    # the golden set's primary_metric (a run tag) beats the default; --primary beats both
+    tagged = {"kebab.primary_metric": "hit_at_5"}
+    result = compare_runs(_side("b", chunk, **tagged), _side("c", chunk, **tagged),
+                          CompareOptions(resamples=100))
+    assert result.primary.name == "hit_at_5" and result.primary_source == \
+        "golden set primary_metric"
+    result = compare_runs(_side("b", chunk, **tagged), _side("c", chunk, **tagged),
+                          CompareOptions(primary="mrr_doc", resamples=100))
+    assert result.primary.name == "mrr_doc" and result.primary_source == "--primary"
+    with pytest.raises(ComparisonRefused, match="unknown gated metric 'recall_at_100_doc'"):
+        compare_runs(_side("b", chunk), _side("c", chunk),
+                     CompareOptions(gates=("recall_at_100_doc",), resamples=100))
+    with pytest.raises(ComparisonRefused, match="default primary metric 'mrr' has no values"):
+        shallow = [_truth_row(q, 1, 1, hit_at_5=1.0) for q in "abc"]
+        compare_runs(_side("b", shallow), _side("c", shallow), CompareOptions(resamples=100))
 
 
 def test_same_inputs_twice_give_identical_statistics(store):
@@ -189,7 +210,10 @@ def test_chunker_change_falls_back_to_doc_level_and_strict_refuses(store):
     assert out.startswith("# Compare: Same\n\n> **chunk ids are not comparable (chunker_version "
                           "structure-v3-max800-overlap100 → structure-v3-max800-overlap50): "
                           "DOC-LEVEL")
-    assert "| hit_at_5_doc (gate hit_at_5) |" in out and "| mrr_doc (gate mrr) |" in out
+    assert "| mrr_doc (gate mrr) | primary |" in out
+    res, out = _compare(store, "base", "rechunk", "--gate", "hit_at_5", "--format", "md",
+                        "--no-log")
+    assert "| hit_at_5_doc (gate hit_at_5) | gate |" in out
     res, out = _compare(store, "base", "rechunk", "--strict", "--no-log")
     assert res.exit_code == 2
     assert "chunk ids are not comparable" in out and "(--strict refuses this)" in out
@@ -253,6 +277,9 @@ def test_tampered_per_query_is_refused(store, tmp_path):
     (["--gate", "hit_at_50", "--gate", "mrr"],
      "--gate: unknown gated metric 'hit_at_50' (not in the per-query scores of both runs); "
      "valid metrics: ask_grounded_rate, citation_validity, contains_all, error_rate, hit_at_1,"),
+    (["--resamples", "1000000000"], "--resamples must be in [1, 1,000,000], got 1,000,000,000"),
+    (["--margin", "-0.1"], "--margin must be >= 0, got -0.1"),
+    (["--max-regressions", "-1"], "--max-regressions must be >= 0, got -1"),
     (["--alpha", "1.5"], "--alpha must be in (0, 1), got 1.5"),
     (["--format", "xml"], "Invalid value for '--format'"),
 ])
@@ -315,7 +342,7 @@ def _side(run_id, rows, **tags):
 def test_classification_table(base_mrr, cand_mrr, base_hits, cand_hits, kind):
     b = _side("b", [_row("q", base_mrr, base_hits)])
     c = _side("c", [_row("q", cand_mrr, cand_hits)])
-    (q,) = compare_runs(b, c, CompareOptions(gates=("mrr_doc",), resamples=100)).queries
+    (q,) = compare_runs(b, c, CompareOptions(primary="mrr_doc", resamples=100)).queries
     assert q.kind == kind
 
 
@@ -331,7 +358,7 @@ def test_lower_is_better_metric_counts_an_increase_as_worse():
     rows_b = [_row(f"q{i}", 1.0, no_hit_rate=0.0) for i in range(40)]
     rows_c = [_row(f"q{i}", 1.0, no_hit_rate=1.0 if i < 20 else 0.0) for i in range(40)]
     result = compare_runs(_side("b", rows_b), _side("c", rows_c),
-                          CompareOptions(gates=("no_hit_rate",), resamples=2000))
+                          CompareOptions(primary="no_hit_rate", resamples=2000))
     (m,) = result.metrics
     assert (m.higher_is_better, m.delta, m.significant, result.verdict) == (
         False, 0.5, "worse", "Regressed")

@@ -79,8 +79,13 @@ def test_randomization_p_exact_small_case():
 
 
 def test_p_is_never_zero_and_identical_runs_give_p_one():
-    p = stats.randomization_p(np.full(200, -1.0), resamples=1000, seed=0)[0]
+    # resampled (many distinct values): the +1 correction keeps p above 0
+    wide = np.linspace(-1.0, -0.5, 300)
+    assert stats.exact_signflip_states(wide) > stats.EXACT_STATES
+    p = stats.randomization_p(wide, resamples=1000, seed=0)[0]
     assert p == pytest.approx(1 / 1001)
+    # exact (one magnitude): 2 of the 2^200 sign patterns are as extreme
+    assert stats.randomization_p(np.full(200, -1.0), resamples=1000, seed=0)[0] == 2.0**-199
     (t,) = stats.paired_tests([np.zeros(50)], resamples=1000, seed=0)
     assert (t.mean, t.ci_low, t.ci_high, t.p_value) == (0.0, 0.0, 0.0, 1.0)
 

@@ -1,11 +1,15 @@
 """CLI command: compare (registered on kebab_mlflow.cli.app).
 
-Exit codes: 0 Better or Same, 1 Regressed, 2 bad input or an incomparable pair. Nothing heavy
-is imported at module level, so ``kebab-mlflow compare --help`` never imports mlflow.
+Exit codes: 0 Better or Same, 1 Regressed or Inconclusive (``--margin`` not shown), 2 bad
+input, an incomparable pair, or output that cannot be written (a broken pipe, an unwritable
+``--out`` or ``$GITHUB_STEP_SUMMARY``: never 1, which a CI step reads as a regression).
+Nothing heavy is imported at module level, so ``kebab-mlflow compare --help`` never imports
+mlflow.
 """
 
 from __future__ import annotations
 
+import os
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -13,26 +17,36 @@ from typing import Annotated
 import typer
 
 from kebab_mlflow.cli.app import Experiment, TrackingUri, app
-from kebab_mlflow.formatting import number
 
 
 class Format(StrEnum):
     table = "table"
     md = "md"
     json = "json"
+    junit = "junit"
 
 
 @app.command()
 def compare(
     baseline: Annotated[str, typer.Argument(
-        metavar="BASELINE", help="run id, run name, @baseline or @latest")],
+        metavar="BASELINE", help="run id (any experiment), run name, @baseline or @latest")],
     candidate: Annotated[str, typer.Argument(
-        metavar="CANDIDATE", help="run id, run name, @baseline or @latest")],
+        metavar="CANDIDATE", help="run id (any experiment), run name, @baseline or @latest")],
+    primary: Annotated[str | None, typer.Option(
+        help="the metric that decides (default: the golden set's primary_metric, else "
+        "ndcg_at_10_doc for doc-level truth, mrr for chunk-level, contains_all for "
+        "answer-only sets)")] = None,
     gate: Annotated[list[str] | None, typer.Option(
-        "--gate", help="gated metric (repeatable; default hit_at_5, mrr, precision_at_5_chunk, "
-        "recall_at_10_doc, contains_all)")] = None,
+        "--gate", help="a further gated metric, sharing Holm's correction with the primary "
+        "(repeatable)")] = None,
     alpha: Annotated[float, typer.Option(help="significance level after Holm's correction")]
     = 0.05,
+    margin: Annotated[float | None, typer.Option(
+        help="non-inferiority margin in the metric's units: Same also needs every gated CI's "
+        "worse bound within it, else Inconclusive (exit 1)")] = None,
+    max_regressions: Annotated[int | None, typer.Option(
+        help="Regressed (exit 1) when more than N judged queries go from a hit to a miss")]
+    = None,
     strict: Annotated[bool, typer.Option(
         help="refuse (exit 2) doc-level fallback, commit skew and dirty trees")] = False,
     allow_golden_mismatch: Annotated[bool, typer.Option(
@@ -40,110 +54,103 @@ def compare(
     fmt: Annotated[Format, typer.Option("--format", help="output format")] = Format.table,
     out_file: Annotated[Path | None, typer.Option(
         "--out", help="write the output to FILE instead of stdout")] = None,
+    wide: Annotated[bool, typer.Option(
+        help="table: full run ids, every column and every changed query (the default when "
+        "stdout is not a terminal)")] = False,
     no_log: Annotated[bool, typer.Option(
         "--no-log", help="do not record the verdict on the candidate run")] = False,
     seed: Annotated[int, typer.Option(help="seed of the bootstrap and randomization test")] = 0,
-    resamples: Annotated[int, typer.Option(help="bootstrap resamples and sign flips")] = 10_000,
+    resamples: Annotated[int, typer.Option(
+        help="bootstrap resamples and sign flips (at most 1,000,000)")] = 10_000,
     experiment: Experiment = "kebab-eval",
     tracking_uri: TrackingUri = None,
 ) -> None:
     """Compare CANDIDATE with BASELINE: per-query diff, paired statistics and one verdict.
 
-    Exit 0 = Better or Same, 1 = Regressed, 2 = bad input or runs that cannot be compared.
+    Exit 0 = Better or Same, 1 = Regressed or Inconclusive, 2 = bad input, runs that cannot
+    be compared, or output that cannot be written.
     """
     from kebab_mlflow import comparison as cmp
-    from kebab_mlflow.cli.console import err
     from kebab_mlflow.tracking.store import Tracker
 
-    options = cmp.CompareOptions(gates=tuple(gate) if gate else None, alpha=alpha,
+    options = cmp.CompareOptions(gates=tuple(gate or ()), primary=primary, alpha=alpha,
                                  resamples=resamples, seed=seed, strict=strict,
-                                 allow_golden_mismatch=allow_golden_mismatch)
+                                 allow_golden_mismatch=allow_golden_mismatch, margin=margin,
+                                 max_regressions=max_regressions)
     tracker = Tracker(tracking_uri)
     base_side, cand_side = cmp.load_pair(tracker, experiment, baseline, candidate)
     result = cmp.compare_runs(base_side, cand_side, options)
-    if fmt is Format.json:
-        text = cmp.dumps(result) + "\n"
-    elif fmt is Format.md:
-        text = cmp.to_markdown(result)
-    else:
-        text = _table(result, to_file=out_file is not None)
-    if out_file is not None:
-        out_file.parent.mkdir(parents=True, exist_ok=True)
-        out_file.write_text(text)
-    elif text:
-        typer.echo(text, nl=False)
+    _emit(_render(result, fmt, wide, to_file=out_file is not None), out_file)
+    _step_summary(result)
     if not no_log:
         cmp.record(tracker, result)
+    _finish(result, no_log)
+
+
+def _render(result, fmt: Format, wide: bool, to_file: bool) -> str:
+    from kebab_mlflow import comparison as cmp
+    from kebab_mlflow.cli.compare_table import render_table
+    from kebab_mlflow.cli.console import out
+
+    if fmt is Format.json:
+        return cmp.dumps(result) + "\n"
+    if fmt is Format.md:
+        return cmp.to_markdown(result)
+    if fmt is Format.junit:
+        return cmp.to_junit(result)
+    terminal = out.is_terminal and not to_file
+    # a terminal gets its own width (80 columns readable); files and CI logs are never cut
+    return render_table(result, width=out.width if terminal else None,
+                        wide=wide or not terminal, color=terminal)
+
+
+def _emit(text: str, out_file: Path | None) -> None:
+    """Write the result; a failure is exit 2 (OutputError), never 1."""
+    import sys
+
+    from kebab_mlflow.errors import OutputError
+
+    if out_file is not None:
+        try:
+            out_file.parent.mkdir(parents=True, exist_ok=True)
+            out_file.write_text(text)
+        except OSError as exc:
+            raise OutputError(f"cannot write --out {out_file}: {exc.strerror or exc}") from None
+        return
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # the reader went away (`| head`): silence the interpreter's final flush too
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        raise OutputError("stdout was closed before the comparison was written "
+                          "(broken pipe)") from None
+
+
+def _step_summary(result) -> None:
+    """On GitHub Actions, append the markdown report to the job's step summary."""
+    from kebab_mlflow import comparison as cmp
+    from kebab_mlflow.errors import OutputError
+
+    path = os.environ.get("GITHUB_STEP_SUMMARY")
+    if not path:
+        return
+    try:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(cmp.to_markdown(result) + "\n")
+    except OSError as exc:
+        raise OutputError(f"cannot append to $GITHUB_STEP_SUMMARY {path}: "
+                          f"{exc.strerror or exc}") from None
+
+
+def _finish(result, no_log: bool) -> None:
+    from kebab_mlflow.cli.console import err
+
     for warning in result.warnings:
         err.print(f"[yellow]warning:[/] {warning}", highlight=False, markup=True)
     err.print(f"[bold]{result.verdict}[/] (exit {result.exit_code})"
               + ("" if no_log else f"; recorded on run {result.candidate['run_id']}"),
-              highlight=False, markup=True)
+              highlight=False, markup=True, soft_wrap=True)
     if result.exit_code:
         raise typer.Exit(result.exit_code)
-
-
-def _table(result, to_file: bool) -> str:
-    """The terminal rendering; printed directly (returns "") unless it goes to a file."""
-    import io
-
-    from rich import box
-    from rich.console import Console
-    from rich.table import Table
-
-    from kebab_mlflow import comparison as cmp
-    from kebab_mlflow.cli.console import out
-
-    # CI logs and files are not 80 columns wide: a fixed 120 unless this is a real terminal
-    buffer = io.StringIO()
-    console = (Console(file=buffer, width=120, color_system=None) if to_file
-               else out if out.is_terminal else Console(width=120))
-    style = {"Better": "green", "Same": "cyan", "Regressed": "bold red"}[result.verdict]
-    for note in result.notes:
-        console.print(f"[bold yellow]{note}[/]", highlight=False)
-    console.print(f"[{style}]{cmp.headline(result)}[/]", highlight=False)
-    for reason in result.reasons:
-        console.print(f"  - {reason}", highlight=False)
-    metrics = Table(title="gated metrics (delta = candidate − baseline)", box=box.SIMPLE_HEAD,
-                    pad_edge=False)
-    header = ("metric", "n", "base", "cand", "delta", "95% CI", "p", "p Holm", "significant")
-    cells = [(m.name, str(m.n), number(m.baseline, 3), number(m.candidate, 3),
-              number(m.delta, 3, signed=True),
-              f"[{number(m.ci_low, 3, signed=True)}, {number(m.ci_high, 3, signed=True)}]",
-              number(m.p_value),
-              number(m.p_holm), m.significant or "—") for m in result.metrics]
-    for i, col in enumerate(header):
-        metrics.add_column(col, no_wrap=True, justify="left" if i in (0, 8) else "right",
-                           min_width=max(len(r[i]) for r in [header, *cells]))
-    for row in cells:
-        metrics.add_row(*row)
-    console.print(metrics)
-    counts = ", ".join(f"{k}: {result.counts.get(k, 0)}" for k in cmp.KINDS)
-    shown = [q for q in cmp.ordered(result.queries)
-             if q.kind != "Draw" or q.contains_all or q.refusal]
-    if shown:
-        queries = Table(title=f"queries ({counts}; first-hit rank at {result.level} level)",
-                        box=box.SIMPLE_HEAD, pad_edge=False)
-        header = ("kind", "id", "rank", "contains_all", "refusal", "top Δ")
-        cells = [(q.kind, q.id, f"{_r(q.baseline_rank)}→{_r(q.candidate_rank)}",
-                  q.contains_all or "", q.refusal or "", number(q.top_score_delta, 2, signed=True))
-                 for q in shown[:20]]
-        for i, col in enumerate(header):
-            queries.add_column(col, no_wrap=True,
-                               min_width=max(len(r[i]) for r in [header, *cells]))
-        queries.add_column("query", no_wrap=True, overflow="ellipsis", max_width=60)
-        for q, row in zip(shown, cells, strict=False):
-            queries.add_row(*row, "(private)" if result.private else (q.query or ""))
-        console.print(queries)
-        if len(shown) > 20:
-            console.print(f"… and {len(shown) - 20} more (--format md or json lists them)")
-    else:
-        console.print(f"queries: {counts}")
-    console.print(f"rule: {result.rule}", highlight=False)
-    if to_file:
-        return buffer.getvalue()
-    return ""
-
-
-def _r(rank: int | None) -> str:
-    return "miss" if rank is None else str(rank)

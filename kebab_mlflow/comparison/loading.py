@@ -56,4 +56,5 @@ def _side(tracker: Any, r: RunRecord, folder: Path) -> RunSide:
     # a file that fails its digest is not parsed: compare_runs reports the mismatch
     intact = digest == r.tags.get("kebab.per_query_sha256")
     return RunSide(r.run_id, r.run_name, r.status, dict(r.params), dict(r.tags),
-                   tuple(read_per_query(path)) if intact else (), digest)
+                   tuple(read_per_query(path)) if intact else (), digest,
+                   tracker.experiment_name(r.experiment_id))

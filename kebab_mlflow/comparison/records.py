@@ -10,13 +10,15 @@ from kebab_mlflow.errors import Problem
 from kebab_mlflow.evaluation.per_query import PerQueryRow
 from kebab_mlflow.records import VERSION_KEYS
 
-DEFAULT_GATES = ("hit_at_5", "mrr", "precision_at_5_chunk", "recall_at_10_doc", "contains_all")
-
-
+# The primary metric when neither --primary nor the golden set's primary_metric names one, by
+# the ground truth the compared queries have (see verdict.default_primary).
+DEFAULT_PRIMARY = {"chunk": "mrr", "doc": "ndcg_at_10_doc", "answer": "contains_all"}
 SMALL_SET = 30
-
-
+# --resamples beyond this is refused up front: 10^6 resamples of 10^4 queries already take
+# minutes; 1e9 would run for days or exhaust memory.
+MAX_RESAMPLES = 1_000_000
 KINDS = ("Regression", "Loss", "Win", "Draw")
+VERDICTS = ("Better", "Same", "Inconclusive", "Regressed")
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,7 @@ class RunSide:
     tags: Mapping[str, str]
     rows: tuple[PerQueryRow, ...] = ()
     per_query_sha256: str | None = None  # digest of the bytes actually read
+    experiment: str | None = None  # the experiment's name, when read from a store
 
     @property
     def versions(self) -> dict[str, str]:
@@ -46,12 +49,20 @@ class RunSide:
                 "golden_sha256": self.tags.get("kebab.golden_sha256"),
                 "git_commit": self.tags.get("kebab.git_commit"),
                 "git_dirty": self.tags.get("kebab.git_dirty"),
+                "experiment": self.experiment,
                 "versions": self.versions, "n_queries": len(self.rows)}
 
 
 @dataclass(frozen=True)
 class CompareOptions:
-    gates: tuple[str, ...] | None = None  # None: the DEFAULT_GATES that both runs scored
+    """``primary``: the metric that decides (None: the golden set's ``primary_metric``, else
+    :data:`DEFAULT_PRIMARY` by ground truth); ``gates``: further gated metrics, sharing Holm's
+    correction with the primary; ``margin``: non-inferiority margin (Same needs every gated
+    CI's worse bound within it, else Inconclusive); ``max_regressions``: more Regression
+    queries than this is Regressed."""
+
+    gates: tuple[str, ...] = ()
+    primary: str | None = None
     alpha: float = 0.05
     confidence: float = 0.95
     resamples: int = 10_000
@@ -59,6 +70,8 @@ class CompareOptions:
     strict: bool = False
     allow_golden_mismatch: bool = False
     small_set: int = SMALL_SET
+    margin: float | None = None
+    max_regressions: int | None = None
 
     def __post_init__(self):
         problems = []
@@ -66,10 +79,14 @@ class CompareOptions:
             problems.append(Problem(f"--alpha must be in (0, 1), got {self.alpha}", "--alpha"))
         if not 0 < self.confidence < 1:
             problems.append(Problem(f"confidence must be in (0, 1), got {self.confidence}"))
-        if self.resamples < 1:
-            problems.append(Problem(f"resamples must be >= 1, got {self.resamples}"))
-        if self.gates is not None and not self.gates:
-            problems.append(Problem("at least one gated metric is needed", "--gate"))
+        if not 1 <= self.resamples <= MAX_RESAMPLES:
+            problems.append(Problem(f"--resamples must be in [1, {MAX_RESAMPLES:,}], got "
+                                    f"{self.resamples:,}", "--resamples"))
+        if self.margin is not None and not (self.margin >= 0 and self.margin < float("inf")):
+            problems.append(Problem(f"--margin must be >= 0, got {self.margin}", "--margin"))
+        if self.max_regressions is not None and self.max_regressions < 0:
+            problems.append(Problem(f"--max-regressions must be >= 0, got "
+                                    f"{self.max_regressions}", "--max-regressions"))
         if problems:
             from kebab_mlflow.errors import InputError
 
@@ -80,6 +97,7 @@ class CompareOptions:
 class MetricResult:
     name: str  # the metric compared (its _doc variant in doc-level fallback)
     gate: str  # as requested
+    role: str  # primary | gate
     higher_is_better: bool
     n: int
     baseline: float | None  # means over the n paired queries
@@ -88,8 +106,14 @@ class MetricResult:
     ci_low: float | None
     ci_high: float | None
     p_value: float | None
-    p_holm: float | None
+    p_exact: bool  # p by enumerating the sign flips, not by resampling
+    p_holm: float | None  # None: not tested, or unchanged on every query (left out of Holm)
     significant: str | None  # "better" | "worse" | None
+    unchanged: bool  # every paired delta is 0 (zero variance): reported, not corrected for
+    sd: float | None  # of the paired deltas
+    mde: float | None  # minimum detectable effect at 80% power, this n and sd
+    mde_alpha: float | None  # the level the MDE is computed at (alpha / gates in the correction)
+    within_margin: bool | None = None  # with --margin: the CI's worse bound within it
 
 
 @dataclass(frozen=True)
@@ -97,6 +121,7 @@ class QueryDiff:
     id: str
     query: str | None
     has_truth: bool
+    level: str  # the level of its ground truth: chunk | doc | none
     baseline_rank: int | None  # first-hit rank, None = miss
     candidate_rank: int | None
     kind: str  # Win | Loss | Draw | Regression
@@ -110,7 +135,7 @@ class Comparison:
     verdict: str
     reasons: tuple[str, ...]
     rule: str
-    level: str  # chunk | doc
+    level: str  # chunk | doc | chunk+doc (queries with truth at each) | none
     baseline: dict[str, Any]
     candidate: dict[str, Any]
     versions: tuple[tuple[str, str, str, bool], ...]
@@ -124,7 +149,13 @@ class Comparison:
     queries: tuple[QueryDiff, ...]
     private: bool
     counts: dict[str, int] = field(default_factory=dict)
+    primary_source: str = "default"  # --primary | golden set primary_metric | default
 
     @property
     def exit_code(self) -> int:
-        return 1 if self.verdict == "Regressed" else 0
+        """0 Better or Same; 1 Regressed or Inconclusive (a CI step should fail on both)."""
+        return 1 if self.verdict in ("Regressed", "Inconclusive") else 0
+
+    @property
+    def primary(self) -> MetricResult:
+        return self.metrics[0]

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
-from kebab_mlflow.comparison.records import KINDS, Comparison, QueryDiff
+from kebab_mlflow.comparison.records import KINDS, Comparison, MetricResult, QueryDiff
 from kebab_mlflow.formatting import number
 
 
@@ -32,11 +32,14 @@ def to_json(c: Comparison) -> dict[str, Any]:
         "level": c.level,
         "notes": list(c.notes),
         "warnings": list(c.warnings),
-        "settings": {"gates": [m.gate for m in c.metrics], "alpha": o.alpha,
+        "settings": {"primary": c.primary.name, "primary_source": c.primary_source,
+                     "gates": [m.gate for m in c.metrics], "alpha": o.alpha,
                      "confidence": o.confidence,
                      "resamples": o.resamples, "seed": o.seed, "strict": o.strict,
                      "allow_golden_mismatch": o.allow_golden_mismatch,
-                     "small_set_threshold": o.small_set, "multiple_comparisons": "holm"},
+                     "small_set_threshold": o.small_set, "margin": o.margin,
+                     "max_regressions": o.max_regressions, "power": 0.8,
+                     "multiple_comparisons": "holm over the gated metrics that changed"},
         "n": {"queries": c.n_queries, "with_ground_truth": c.n_with_truth, **c.dropped},
         "baseline": c.baseline,
         "candidate": c.candidate,
@@ -66,27 +69,33 @@ def _rank_text(rank: int | None) -> str:
     return "miss" if rank is None else str(rank)
 
 
+def result_word(m: MetricResult) -> str:
+    """significant direction, "unchanged" (left out of Holm) or "—"."""
+    return m.significant or ("unchanged" if m.unchanged else "—")
+
+
 def metric_rows(c: Comparison) -> list[list[str]]:
-    return [[m.name + ("" if m.name == m.gate else f" (gate {m.gate})"), str(m.n),
+    return [[m.name + ("" if m.name == m.gate else f" (gate {m.gate})"), m.role, str(m.n),
              number(m.baseline), number(m.candidate), number(m.delta, signed=True),
              f"[{number(m.ci_low, signed=True)}, {number(m.ci_high, signed=True)}]",
-             number(m.p_value), number(m.p_holm), m.significant or "—"] for m in c.metrics]
+             number(m.p_value) + (" (exact)" if m.p_exact and m.p_value is not None else ""),
+             number(m.p_holm), number(m.mde), result_word(m)] for m in c.metrics]
 
 
-METRIC_COLUMNS = ["metric", "n", "baseline", "candidate", "delta", "95% CI", "p", "p Holm",
-                  "significant"]
+METRIC_COLUMNS = ["metric", "role", "n", "baseline", "candidate", "delta", "95% CI", "p",
+                  "p Holm", "MDE (80%)", "result"]
 
 
 def query_rows(c: Comparison, limit: int | None = None) -> tuple[list[list[str]], int]:
     shown = [q for q in ordered(c.queries)
              if q.kind != "Draw" or q.contains_all or q.refusal]
-    rows = [[q.kind, q.id, _rank_text(q.baseline_rank), _rank_text(q.candidate_rank),
+    rows = [[q.kind, q.id, q.level, _rank_text(q.baseline_rank), _rank_text(q.candidate_rank),
              q.contains_all or "", q.refusal or "", number(q.top_score_delta, signed=True),
              ("(private)" if c.private else (q.query or ""))] for q in shown[:limit]]
     return rows, len(shown) - len(rows)
 
 
-QUERY_COLUMNS = ["kind", "id", "base rank", "cand rank", "contains_all", "refusal",
+QUERY_COLUMNS = ["kind", "id", "level", "base rank", "cand rank", "contains_all", "refusal",
                  "top-score Δ", "query"]
 
 
@@ -110,7 +119,8 @@ def to_markdown(c: Comparison, query_limit: int = 200) -> str:
     lines += ["| " + " | ".join(r) + " |" for r in metric_rows(c)]
     lines += ["", "## Queries", "",
               ", ".join(f"{k}: {c.counts.get(k, 0)}" for k in KINDS)
-              + f" (first-hit rank at {c.level} level; n = {c.n_queries}, dropped "
+              + f" (first-hit rank at each query's ground-truth level: {c.level}; "
+              f"n = {c.n_queries}, {c.n_with_truth} with ground truth, dropped "
               f"{c.dropped['baseline_only']} baseline-only / {c.dropped['candidate_only']} "
               "candidate-only)", ""]
     rows, more = query_rows(c, query_limit)
@@ -129,3 +139,39 @@ def to_markdown(c: Comparison, query_limit: int = 200) -> str:
                 "git_commit", "git_dirty"):
         lines.append(f"| {key} | {c.baseline.get(key) or '—'} | {c.candidate.get(key) or '—'} |")
     return "\n".join(lines) + "\n"
+
+
+def to_junit(c: Comparison) -> str:
+    """JUnit XML: one testcase per gated metric, per verdict rule that fired and per Regression
+    query (CI systems show failed testcases in their test reports)."""
+    from xml.etree import ElementTree as ET
+
+    suite = ET.Element("testsuite", name="kebab-mlflow compare")
+    cases = 0
+
+    def case(name: str, failure: str | None, text: str = "") -> None:
+        nonlocal cases
+        cases += 1
+        el = ET.SubElement(suite, "testcase", classname="kebab-mlflow.compare", name=name)
+        if failure is not None:
+            ET.SubElement(el, "failure", message=failure).text = text
+        elif text:
+            ET.SubElement(el, "system-out").text = text
+
+    for m, row in zip(c.metrics, metric_rows(c), strict=True):
+        detail = ", ".join(f"{k}={v}" for k, v in zip(METRIC_COLUMNS, row, strict=True))
+        bad = m.significant == "worse" or m.within_margin is False
+        case(f"{m.role} {m.name}", f"{m.name}: {result_word(m)}" if bad else None, detail)
+    for reason in c.reasons:
+        if reason.startswith(("small set:", "not shown non-inferior")) or "--max-regr" in reason:
+            case(f"rule: {reason.split(':')[0]}", reason, reason)
+    for q in ordered(c.queries):
+        if q.kind == "Regression":
+            text = "" if c.private else (q.query or "")
+            case(f"query {q.id}", f"Regression at {q.level} level: rank "
+                 f"{_rank_text(q.baseline_rank)} → miss", text)
+    failures = sum(1 for el in suite if el.find("failure") is not None)
+    suite.set("tests", str(cases))
+    suite.set("failures", str(failures))
+    ET.SubElement(suite, "system-out").text = headline(c) + "\n" + "\n".join(c.reasons)
+    return ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"

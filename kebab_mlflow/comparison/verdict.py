@@ -1,29 +1,33 @@
 """Compare a candidate eval run with a baseline: per-query diff, paired statistics, one verdict.
 
-Flow (DESIGN §7): :func:`load_pair` reads both runs through the MLflow tracking API (via
-:mod:`kebab_mlflow.tracking`, the only module that imports mlflow) and their
-``per_query.jsonl``; :func:`compare_runs` is pure (no MLflow) — checks, per-query classes,
-per-metric statistics and the verdict; :func:`to_json` / :func:`to_markdown` render it;
-:func:`record` writes the verdict back onto the candidate run.
+:func:`compare_runs` is pure (no MLflow): checks, per-query classes, per-metric statistics
+and the verdict. Conventions:
 
-Conventions:
-
-* **Level.** Chunk ids are comparable only when ``parser_version`` and ``chunker_version`` are
-  equal (``unknown`` or missing counts as different). Otherwise everything is judged at doc
-  level: chunk-level gates are replaced by their ``_doc`` variants (``hit_at_5`` →
-  ``hit_at_5_doc``, ``mrr`` → ``mrr_doc``, ``precision_at_5_chunk`` → ``precision_at_5_doc``).
-* **First-hit rank** of a query is read back from ``first_relevant_rank`` in
-  ``per_query.jsonl`` (per level; files written before it existed: ``1 / mrr``, and when either
-  run's file lacks it both are read that way); a miss is no relevant item within rank 10 (the
-  mrr cut-off) or within a shallower run's ``--k``; ``null`` means the query has no ground
-  truth at that level, and then "hit" means "returned at least one result".
+* **Chunk ids** are comparable only when ``parser_version`` and ``chunker_version`` are equal
+  (``unknown`` or missing counts as different). Otherwise everything is judged at doc level and
+  chunk-level metrics are replaced by their ``_doc`` variants (``mrr`` → ``mrr_doc``).
+* **Level of a query** is where the golden set has its ground truth: ``chunk`` when it carries
+  ``expected_chunk_ids`` (and chunk ids are comparable), ``doc`` when it has only
+  ``expected_doc_ids`` (a BEIR set), ``none`` without retrieval truth. The comparison's level is
+  the set of its queries' levels (``chunk``, ``doc``, ``chunk+doc`` or ``none``).
+* **First-hit rank** at that level is read from ``first_relevant_rank`` in ``per_query.jsonl``
+  (files written before it existed: ``1 / mrr``); a miss is nothing relevant within rank 10
+  (the mrr cut-off) or within a shallower run's ``--k``. Without ground truth "hit" means
+  "returned at least one result".
 * **Classes.** miss→hit Win; hit→miss Regression (query with ground truth) or Loss (without);
   better rank Win, worse rank Loss; same rank or miss→miss Draw.
+* **Primary metric** decides: ``--primary``, else the golden set's ``primary_metric``, else by
+  the ground truth: ``mrr`` when some query has chunk truth, ``ndcg_at_10_doc`` when only doc
+  truth, ``contains_all`` for an answer-only set. ``--gate`` adds metrics that share Holm's
+  correction with it; a metric whose paired deltas are all 0 is reported and left out of the
+  correction (it cannot be significant and would only cost the others power).
 * **Statistics** per gated metric over the queries where both runs have a value: mean delta
-  (candidate − baseline), percentile bootstrap CI, two-sided sign-flip randomization p
-  (:mod:`kebab_mlflow.stats`), Holm's correction across the gated metrics. For a metric where
-  lower is better (``no_hit_rate``, ``error_rate``, ``refusal_rate``) "worse" means a positive
-  delta.
+  (candidate − baseline), percentile bootstrap CI, two-sided sign-flip p (exact when the
+  enumeration is small), Holm's correction; "significant" = Holm-adjusted p < alpha, its
+  direction the sign of the mean delta (for ``no_hit_rate``, ``error_rate``, ``refusal_rate``
+  lower is better). The CI is reported, never decides alone (alone it excludes 0 in ~6% of
+  null trials). The MDE (:mod:`kebab_mlflow.stats.power`) is at 80% power and level
+  alpha / (metrics in the correction): Holm's first step, the hardest one.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from kebab_mlflow.comparison.records import (
-    DEFAULT_GATES,
+    DEFAULT_PRIMARY,
     KINDS,
     CompareOptions,
     Comparison,
@@ -44,36 +48,12 @@ from kebab_mlflow.comparison.records import (
 )
 from kebab_mlflow.errors import ComparisonRefused, Problem
 from kebab_mlflow.evaluation.per_query import PerQueryRow
+from kebab_mlflow.formatting import number
 from kebab_mlflow.metrics.registry import METRICS, MRR_CUTOFF
 from kebab_mlflow.records import VERSION_KEYS
 
 CHUNK_ID_VERSIONS = ("parser_version", "chunker_version")
-
-
-
-
-# ---------------------------------------------------------------------------------------------
-# records
-
-
-
-
-
-
-
-
-
-
-
-
-# ---------------------------------------------------------------------------------------------
-# loading from MLflow
-
-
-
-
-# ---------------------------------------------------------------------------------------------
-# the comparison (pure)
+PRIMARY_TAG = "kebab.primary_metric"
 
 
 def doc_variant(name: str) -> str:
@@ -89,68 +69,138 @@ def _higher_is_better(name: str) -> bool:
     return True if m is None else m.higher_is_better
 
 
-def _check(baseline: RunSide, candidate: RunSide, options: CompareOptions
-           ) -> tuple[list[Problem], list[str], list[str], str]:
-    """(problems, warnings, notes, level)."""
-    problems: list[Problem] = []
-    warnings: list[str] = []
-    notes: list[str] = []
-    for role, side in (("baseline", baseline), ("candidate", candidate)):
-        if side.status != "FINISHED":
-            problems.append(Problem(f"run {side.run_id} ({side.name}) is {side.status}; only "
-                                    "FINISHED runs can be compared", role))
-        tag = side.tags.get("kebab.per_query_sha256")
-        if not tag:
-            problems.append(Problem(f"run {side.run_id} has no kebab.per_query_sha256 tag "
-                                    "(not a kebab-mlflow eval run?)", role))
-        elif side.per_query_sha256 != tag:
-            problems.append(Problem(
-                f"per_query.jsonl of run {side.run_id} does not match its kebab.per_query_sha256 "
-                f"tag (sha256 {side.per_query_sha256}, tag {tag}): tampered with or truncated",
-                role))
-        ids = [r.id for r in side.rows]
-        if len(set(ids)) != len(ids):
-            dup = sorted(i for i, c in Counter(ids).items() if c > 1)
-            problems.append(Problem(f"per_query.jsonl of run {side.run_id} repeats query ids: "
-                                    f"{', '.join(dup[:10])}", role))
+# ---------------------------------------------------------------------------------------------
+# checks
+
+
+def _side_problems(side: RunSide, role: str) -> list[Problem]:
+    problems = []
+    if side.status != "FINISHED":
+        problems.append(Problem(f"run {side.run_id} ({side.name}) is {side.status}; only "
+                                "FINISHED runs can be compared", role))
+    tag = side.tags.get("kebab.per_query_sha256")
+    if not tag:
+        problems.append(Problem(f"run {side.run_id} has no kebab.per_query_sha256 tag "
+                                "(not a kebab-mlflow eval run?)", role))
+    elif side.per_query_sha256 != tag:
+        problems.append(Problem(
+            f"per_query.jsonl of run {side.run_id} does not match its kebab.per_query_sha256 "
+            f"tag (sha256 {side.per_query_sha256}, tag {tag}): tampered with or truncated",
+            role))
+    ids = [r.id for r in side.rows]
+    if len(set(ids)) != len(ids):
+        dup = sorted(i for i, c in Counter(ids).items() if c > 1)
+        problems.append(Problem(f"per_query.jsonl of run {side.run_id} repeats query ids: "
+                                f"{', '.join(dup[:10])}", role))
+    return problems
+
+
+def _golden_check(baseline: RunSide, candidate: RunSide, options: CompareOptions,
+                  problems: list[Problem], warnings: list[str]) -> None:
     g_base = baseline.tags.get("kebab.golden_sha256")
     g_cand = candidate.tags.get("kebab.golden_sha256")
-    if not g_base or g_base != g_cand:
-        what = (f"different golden sets ({baseline.params.get('golden_set')} sha256 "
-                f"{(g_base or 'unknown')[:12]} vs {candidate.params.get('golden_set')} sha256 "
-                f"{(g_cand or 'unknown')[:12]})")
-        if options.allow_golden_mismatch:
-            warnings.append(f"{what}: comparing the shared query ids only")
-        else:
-            problems.append(Problem(f"{what}; pass --allow-golden-mismatch to compare the "
-                                    "shared query ids", "golden set"))
+    if g_base and g_base == g_cand:
+        return
+    what = (f"different golden sets ({baseline.params.get('golden_set')} sha256 "
+            f"{(g_base or 'unknown')[:12]} vs {candidate.params.get('golden_set')} sha256 "
+            f"{(g_cand or 'unknown')[:12]})")
+    if options.allow_golden_mismatch:
+        warnings.append(f"{what}: comparing the shared query ids only")
+    else:
+        problems.append(Problem(f"{what}; pass --allow-golden-mismatch to compare the "
+                                "shared query ids", "golden set"))
+
+
+def _chunk_ids_comparable(baseline: RunSide, candidate: RunSide, options: CompareOptions,
+                          problems: list[Problem], notes: list[str]) -> bool:
     vb, vc = baseline.versions, candidate.versions
     changed = [k for k in CHUNK_ID_VERSIONS if vb[k] != vc[k] or vb[k] == "unknown"]
-    level = "chunk"
-    if changed:
-        level = "doc"
-        detail = ", ".join(f"{k} {vb[k]} → {vc[k]}" for k in changed)
-        msg = (f"chunk ids are not comparable ({detail}): DOC-LEVEL comparison, chunk-level "
-               "gates replaced by their _doc variants")
-        if options.strict:
-            problems.append(Problem(msg + " (--strict refuses this)", "versions"))
-        notes.append(msg)
-    provenance = []
-    cb, cc = baseline.tags.get("kebab.git_commit", "unknown"), \
-        candidate.tags.get("kebab.git_commit", "unknown")
+    if not changed:
+        return True
+    detail = ", ".join(f"{k} {vb[k]} → {vc[k]}" for k in changed)
+    msg = (f"chunk ids are not comparable ({detail}): DOC-LEVEL comparison, chunk-level "
+           "metrics replaced by their _doc variants")
+    if options.strict:
+        problems.append(Problem(msg + " (--strict refuses this)", "versions"))
+    notes.append(msg)
+    return False
+
+
+def _provenance_check(baseline: RunSide, candidate: RunSide, options: CompareOptions,
+                      problems: list[Problem], warnings: list[str]) -> None:
+    found = []
+    cb = baseline.tags.get("kebab.git_commit", "unknown")
+    cc = candidate.tags.get("kebab.git_commit", "unknown")
     if "unknown" in (cb, cc):
-        provenance.append(f"git commit unknown (baseline {cb}, candidate {cc})")
+        found.append(f"git commit unknown (baseline {cb}, candidate {cc})")
     elif cb != cc:
-        provenance.append(f"different git commits (baseline {cb}, candidate {cc})")
+        found.append(f"different git commits (baseline {cb}, candidate {cc})")
     for role, side in (("baseline", baseline), ("candidate", candidate)):
         if side.tags.get("kebab.git_dirty") == "true":
-            provenance.append(f"the {role} run was made from a dirty working tree")
-    for p in provenance:
+            found.append(f"the {role} run was made from a dirty working tree")
+    for p in found:
         if options.strict:
             problems.append(Problem(p + " (--strict refuses this)", "provenance"))
         else:
             warnings.append(p)
-    return problems, warnings, notes, level
+
+
+def _check(baseline: RunSide, candidate: RunSide, options: CompareOptions
+           ) -> tuple[list[Problem], list[str], list[str], bool]:
+    """(problems, warnings, notes, chunk ids comparable)."""
+    problems = _side_problems(baseline, "baseline") + _side_problems(candidate, "candidate")
+    warnings: list[str] = []
+    notes: list[str] = []
+    _golden_check(baseline, candidate, options, problems, warnings)
+    chunk_ok = _chunk_ids_comparable(baseline, candidate, options, problems, notes)
+    _provenance_check(baseline, candidate, options, problems, warnings)
+    if baseline.experiment and candidate.experiment and baseline.experiment != candidate.experiment:
+        notes.append(f"the runs are in different experiments (baseline in "
+                     f"{baseline.experiment!r}, candidate in {candidate.experiment!r})")
+    return problems, warnings, notes, chunk_ok
+
+
+def _shared_rows(baseline: RunSide, candidate: RunSide, options: CompareOptions,
+                 problems: list[Problem], warnings: list[str]
+                 ) -> tuple[list[tuple[PerQueryRow, PerQueryRow]], dict[str, int]]:
+    """The (baseline, candidate) row pairs of the shared query ids, and the dropped counts."""
+    by_id_c = {r.id: r for r in candidate.rows}
+    ids_b = {r.id for r in baseline.rows}
+    shared = [(r, by_id_c[r.id]) for r in baseline.rows if r.id in by_id_c]
+    dropped = {"baseline_only": len(ids_b - by_id_c.keys()),
+               "candidate_only": len(by_id_c.keys() - ids_b)}
+    unread = any("kebab.per_query_sha256" in p.message for p in problems)
+    if (dropped["baseline_only"] or dropped["candidate_only"]) and not unread:
+        if options.allow_golden_mismatch:
+            warnings.append(f"dropped {dropped['baseline_only']} baseline-only and "
+                            f"{dropped['candidate_only']} candidate-only queries; "
+                            f"{len(shared)} shared")
+        elif not any(p.location == "golden set" for p in problems):
+            problems.append(Problem(
+                f"the runs scored different queries ({dropped['baseline_only']} baseline-only, "
+                f"{dropped['candidate_only']} candidate-only) although their golden sets match",
+                "golden set"))
+    if not shared and not unread and not problems:
+        problems.append(Problem("the runs share no query id", "golden set"))
+    return shared, dropped
+
+
+# ---------------------------------------------------------------------------------------------
+# per-query classes
+
+
+def _truth(row: PerQueryRow, level: str, by_first_rank: bool) -> bool:
+    if by_first_rank:
+        return row.first_relevant_rank[level] is not None
+    return row.scores.get("mrr" if level == "chunk" else "mrr_doc") is not None
+
+
+def _truth_level(b: PerQueryRow, c: PerQueryRow, chunk_ok: bool, by_first_rank: bool) -> str:
+    """Where the golden set has this query's ground truth (either run saw it)."""
+    for level in (("chunk", "doc") if chunk_ok else ("doc",)):
+        if _truth(b, level, by_first_rank) or _truth(c, level, by_first_rank):
+            return level
+    return "none"
 
 
 def _rank(row: PerQueryRow, level: str, by_first_rank: bool) -> tuple[bool, int | None]:
@@ -184,187 +234,234 @@ def _refused(row: PerQueryRow) -> bool | None:
     return row.answer.get("refusal_reason") is not None
 
 
-def _query_diff(b: PerQueryRow, c: PerQueryRow, level: str, private: bool,
+def _flip(before: bool | None, after: bool | None, words: tuple[str, str]) -> str | None:
+    if before is None or after is None or before == after:
+        return None
+    return words[0] if after else words[1]
+
+
+def _query_diff(b: PerQueryRow, c: PerQueryRow, chunk_ok: bool, private: bool,
                 by_first_rank: bool) -> QueryDiff:
-    truth_b, rank_b = _rank(b, level, by_first_rank)
-    truth_c, rank_c = _rank(c, level, by_first_rank)
+    level = _truth_level(b, c, chunk_ok, by_first_rank)
+    rank_level = level if level != "none" else ("chunk" if chunk_ok else "doc")
+    truth_b, rank_b = _rank(b, rank_level, by_first_rank)
+    truth_c, rank_c = _rank(c, rank_level, by_first_rank)
     has_truth = truth_b or truth_c
     if has_truth and not (truth_b and truth_c):  # truth on one side only: a miss on the other
         rank_b = rank_b if truth_b else None
         rank_c = rank_c if truth_c else None
-    kind = _classify(has_truth, rank_b, rank_c)
     ca_b, ca_c = b.scores.get("contains_all"), c.scores.get("contains_all")
-    contains = None
-    if ca_b is not None and ca_c is not None and bool(ca_b) != bool(ca_c):
-        contains = "gained" if ca_c else "lost"
-    ref_b, ref_c = _refused(b), _refused(c)
-    refusal = None
-    if ref_b is not None and ref_c is not None and ref_b != ref_c:
-        refusal = "started" if ref_c else "stopped"
+    contains = _flip(None if ca_b is None else bool(ca_b), None if ca_c is None else bool(ca_c),
+                     ("gained", "lost"))
+    refusal = _flip(_refused(b), _refused(c), ("started", "stopped"))
     top = (float(c.hits[0]["score"]) - float(b.hits[0]["score"])) if b.hits and c.hits else None
     query = None if private else (b.query if b.query is not None else c.query)
-    return QueryDiff(b.id, query, has_truth, rank_b, rank_c, kind, contains, refusal, top)
+    return QueryDiff(b.id, query, has_truth, level, rank_b, rank_c,
+                     _classify(has_truth, rank_b, rank_c), contains, refusal, top)
 
 
-def _gate_names(gates: Sequence[str] | None, level: str, available: set[str]
-                ) -> tuple[list[tuple[str, str]], list[Problem], list[str]]:
-    """(gate as asked, metric compared) pairs, problems, notes. Without ``--gate`` the default
-    gates that either run lacks (``contains_all`` of a set without ask queries) are skipped
-    with a note; a gate the user named must exist."""
-    pairs, missing, seen = [], [], set()
-    for gate in gates if gates is not None else DEFAULT_GATES:
-        name = doc_variant(gate) if level == "doc" else gate
-        if name not in available:
-            missing.append(repr(name))
-        elif name not in seen:
-            seen.add(name)
-            pairs.append((gate, name))
-    if gates is None and pairs:
-        return pairs, [], [f"default gate {m} skipped: not in both runs' per-query scores"
-                           for m in missing]
-    if not missing:
-        return pairs, [], []
-    valid = ", ".join(sorted(available)) or "(none)"
-    what = "metric" if len(missing) == 1 else "metrics"
-    return pairs, [Problem(f"unknown gated {what} {', '.join(missing)} (not in the per-query "
-                           f"scores of both runs); valid metrics: {valid}", "--gate")], []
+def _comparison_level(queries: Sequence[QueryDiff]) -> str:
+    levels = {q.level for q in queries if q.has_truth}
+    return "+".join(lv for lv in ("chunk", "doc") if lv in levels) or "none"
+
+
+# ---------------------------------------------------------------------------------------------
+# which metrics gate
+
+
+def _valued(rows: Sequence[PerQueryRow]) -> set[str]:
+    """Metrics with a value (ground truth) on at least one query of the rows."""
+    return {k for r in rows for k, v in r.scores.items() if v is not None}
+
+
+def default_primary(queries: Sequence[QueryDiff], valued: set[str], chunk_ok: bool) -> str:
+    """``mrr`` when some query has chunk truth, ``ndcg_at_10_doc`` when only doc truth,
+    ``contains_all`` for an answer-only set (doc variants when chunk ids are not comparable)."""
+    levels = {q.level for q in queries}
+    if "chunk" in levels or (not chunk_ok and "mrr" in valued):
+        return DEFAULT_PRIMARY["chunk"]
+    if "doc" in levels:
+        return DEFAULT_PRIMARY["doc"]
+    if "contains_all" in valued:
+        return DEFAULT_PRIMARY["answer"]
+    return DEFAULT_PRIMARY["chunk"]
+
+
+def _gates(baseline: RunSide, candidate: RunSide, options: CompareOptions,
+           queries: Sequence[QueryDiff], chunk_ok: bool
+           ) -> tuple[list[tuple[str, str, str]], list[Problem], str]:
+    """(asked, compared, role) triples — the primary first —, problems, and where the
+    primary came from. A metric named by the user must be scored by both runs; the default
+    primary must also have values (ground truth) in both."""
+    keys = ({k for r in baseline.rows for k in r.scores}
+            & {k for r in candidate.rows for k in r.scores})
+    valued = _valued(baseline.rows) & _valued(candidate.rows)
+    named = options.primary or baseline.tags.get(PRIMARY_TAG) or candidate.tags.get(PRIMARY_TAG)
+    source = ("--primary" if options.primary else
+              "golden set primary_metric" if named else "default")
+    primary = named or default_primary(queries, valued, chunk_ok)
+    triples = [(primary, primary if chunk_ok else doc_variant(primary), "primary")]
+    for gate in options.gates:
+        name = gate if chunk_ok else doc_variant(gate)
+        if name not in {t[1] for t in triples}:
+            triples.append((gate, name, "gate"))
+    problems = []
+    if not named and triples[0][1] not in valued:
+        problems.append(Problem(
+            f"the default primary metric {triples[0][1]!r} has no values in both runs (a run "
+            f"shallower than its cut-off, or no ground truth for it); choose one with "
+            f"--primary (metrics with values: {', '.join(sorted(valued)) or '(none)'})",
+            "--primary"))
+    missing = [(name, "--gate" if role == "gate" else source) for _, name, role in triples
+               if name not in keys and (named or role == "gate")]
+    for name, where in missing:
+        problems.append(Problem(f"unknown gated metric {name!r} (not in the per-query scores "
+                                f"of both runs); valid metrics: "
+                                f"{', '.join(sorted(keys)) or '(none)'}", where))
+    return triples, problems, source
+
+
+# ---------------------------------------------------------------------------------------------
+# statistics and the verdict
+
+
+def _paired(pairs: Sequence[tuple[PerQueryRow, PerQueryRow]], name: str
+            ) -> tuple[np.ndarray, np.ndarray]:
+    vb = np.array([np.nan if b.scores.get(name) is None else b.scores[name] for b, _ in pairs],
+                  dtype=np.float64)
+    vc = np.array([np.nan if c.scores.get(name) is None else c.scores[name] for _, c in pairs],
+                  dtype=np.float64)
+    both = ~(np.isnan(vb) | np.isnan(vc))
+    return vb[both], vc[both]
+
+
+def metric_results(gates: Sequence[tuple[str, str, str]],
+                   values: Sequence[tuple[np.ndarray, np.ndarray]],
+                   options: CompareOptions) -> list[MetricResult]:
+    """Paired statistics of each gated metric (baseline, candidate values over the queries
+    both scored); Holm over the metrics that changed somewhere. Pure numpy: bench_gate calls
+    it the way compare does."""
+    from kebab_mlflow.stats.power import delta_sd, mde
+    from kebab_mlflow.stats.resampling import holm, paired_tests
+
+    deltas = [c - b for b, c in values]
+    tests = paired_tests(deltas, options.resamples, options.seed, options.confidence)
+    unchanged = [t.n > 0 and not np.any(d) for t, d in zip(tests, deltas, strict=True)]
+    tested = [i for i, t in enumerate(tests) if t.p_value is not None and not unchanged[i]]
+    adjusted = dict(zip(tested, holm(np.array([tests[i].p_value for i in tested])), strict=True))
+    level = options.alpha / max(1, len(tested))
+    out = []
+    for i, ((gate, name, role), (vb, vc), t) in enumerate(zip(gates, values, tests,
+                                                              strict=True)):
+        hib = _higher_is_better(name)
+        p_adj = float(adjusted[i]) if i in adjusted else None
+        sig = None
+        if p_adj is not None and p_adj < options.alpha and t.mean:
+            sig = "better" if (t.mean > 0) == hib else "worse"
+        within = None
+        if options.margin is not None and t.n:
+            within = bool(t.ci_low >= -options.margin if hib else t.ci_high <= options.margin)
+        sd = delta_sd(deltas[i])
+        out.append(MetricResult(
+            name, gate, role, hib, t.n, float(vb.mean()) if t.n else None,
+            float(vc.mean()) if t.n else None, t.mean, t.ci_low, t.ci_high, t.p_value,
+            t.p_exact, p_adj, sig, unchanged[i], sd, mde(sd, t.n, level), level, within))
+    return out
+
+
+def _effect(m: MetricResult) -> str:
+    return (f"delta {number(m.delta, signed=True)}, CI [{number(m.ci_low, signed=True)}, "
+            f"{number(m.ci_high, signed=True)}], adjusted p {number(m.p_holm)}")
+
+
+def detectable_words(m: MetricResult) -> str:
+    """What a Same verdict could have missed on this metric, in words."""
+    if m.n < 2:
+        return f"{m.name}: too few paired queries ({m.n}) to estimate a detectable effect"
+    if m.unchanged or not m.mde:
+        return (f"{m.name} is identical on all {m.n} queries: the paired deltas have no "
+                "variance, so no detectable effect can be estimated from them")
+    side = "loss" if m.higher_is_better else "increase"
+    return (f"could not have detected a {side} smaller than {number(m.mde)} {m.name} with "
+            f"these {m.n} queries (80% power, alpha {m.mde_alpha:.3g})")
+
+
+def _beyond_margin(m: MetricResult, margin: float | None) -> str:
+    bound = m.ci_low if m.higher_is_better else m.ci_high
+    return (f"not shown non-inferior: {m.name}'s CI worse bound {number(bound, signed=True)} is "
+            f"beyond the margin {number(margin)} (--margin)")
+
+
+def _decide(metrics: Sequence[MetricResult], counts: dict[str, int], n_truth: int,
+            level: str, options: CompareOptions) -> tuple[str, list[str]]:
+    worse = [f"{m.name} is significantly worse ({_effect(m)})"
+             for m in metrics if m.significant == "worse"]
+    regressions = counts["Regression"]
+    if n_truth < options.small_set and regressions:
+        worse.append(f"small set: {n_truth} queries with ground truth (< {options.small_set}) "
+                     f"and {regressions} Regression query(ies) at {level} level")
+    if options.max_regressions is not None and regressions > options.max_regressions:
+        worse.append(f"{regressions} Regression queries (hit → miss at {level} level) > "
+                     f"--max-regressions {options.max_regressions}")
+    if worse:
+        return "Regressed", worse
+    better = [f"{m.name} is significantly better ({_effect(m)})"
+              for m in metrics if m.significant == "better"]
+    if better:
+        return "Better", better
+    outside = [m for m in metrics if m.within_margin is False]
+    reasons = ["no gated metric differs significantly"
+               + (f" and no query regressed at {level} level"
+                  if n_truth < options.small_set else "")]
+    reasons += [detectable_words(m) for m in metrics if m.n]
+    if outside:
+        return "Inconclusive", [_beyond_margin(m, options.margin) for m in outside] + reasons
+    return "Same", reasons
 
 
 def rule_text(options: CompareOptions) -> str:
-    conf = f"{options.confidence:.0%}"
-    return (f"Regressed if some gated metric has its {conf} bootstrap CI entirely on the worse "
-            f"side of 0 and Holm-adjusted randomization p < {options.alpha:g}, or if fewer than "
-            f"{options.small_set} compared queries have ground truth and at least one query is a "
-            f"Regression (hit → miss); Better if not Regressed and some gated metric has its CI "
-            f"entirely on the better side of 0 with adjusted p < {options.alpha:g}; Same "
-            f"otherwise. Paired bootstrap ({options.resamples} resamples) and sign-flip test "
-            f"({options.resamples} flips, +1 correction), seed {options.seed}.")
+    margin = ("" if options.margin is None else
+              f"; Inconclusive instead of Same if some gated metric's CI has its worse bound "
+              f"beyond the margin {options.margin:g}")
+    cap = ("" if options.max_regressions is None else
+           f", or if more than {options.max_regressions} queries are Regressions")
+    return (f"Regressed if the primary metric (or a --gate metric) is worse with Holm-adjusted "
+            f"sign-flip p < {options.alpha:g}, or if fewer than {options.small_set} compared "
+            f"queries have ground truth and at least one query is a Regression (hit → miss)"
+            f"{cap}; Better if not Regressed and some gated metric is better with adjusted p < "
+            f"{options.alpha:g}; Same otherwise{margin}. {options.confidence:.0%} percentile "
+            f"bootstrap CI ({options.resamples} resamples, reported, never decides alone); "
+            f"sign-flip p exact when the flips can be enumerated, else {options.resamples} "
+            f"flips with the +1 correction; seed {options.seed}.")
 
 
 def compare_runs(baseline: RunSide, candidate: RunSide,
                  options: CompareOptions | None = None) -> Comparison:
     """Check the pair, then compare; raises :class:`ComparisonRefused` listing every problem."""
-    from kebab_mlflow.stats.resampling import holm, paired_tests
-
     options = options or CompareOptions()
-    problems, warnings, notes, level = _check(baseline, candidate, options)
-    by_id_c = {r.id: r for r in candidate.rows}
-    ids_b = {r.id for r in baseline.rows}
-    shared = [r for r in baseline.rows if r.id in by_id_c]
-    dropped = {"baseline_only": len(ids_b - by_id_c.keys()),
-               "candidate_only": len(by_id_c.keys() - ids_b)}
-    unread = any("kebab.per_query_sha256" in p.message for p in problems)
-    if (dropped["baseline_only"] or dropped["candidate_only"]) and not unread:
-        if options.allow_golden_mismatch:
-            warnings.append(f"dropped {dropped['baseline_only']} baseline-only and "
-                            f"{dropped['candidate_only']} candidate-only queries; "
-                            f"{len(shared)} shared")
-        elif not any(p.location == "golden set" for p in problems):
-            problems.append(Problem(
-                f"the runs scored different queries ({dropped['baseline_only']} baseline-only, "
-                f"{dropped['candidate_only']} candidate-only) although their golden sets match",
-                "golden set"))
-    if not shared and not unread and not problems:
-        problems.append(Problem("the runs share no query id", "golden set"))
-    available = ({k for r in baseline.rows for k in r.scores}
-                 & {k for r in candidate.rows for k in r.scores})
-    gates, gate_problems, gate_notes = _gate_names(options.gates, level, available)
+    problems, warnings, notes, chunk_ok = _check(baseline, candidate, options)
+    pairs, dropped = _shared_rows(baseline, candidate, options, problems, warnings)
+    private = baseline.private or candidate.private
+    by_first_rank = all(lv in (r.first_relevant_rank or {}) for side in (baseline, candidate)
+                        for r in side.rows for lv in ("chunk", "doc"))
+    queries = tuple(_query_diff(b, c, chunk_ok, private, by_first_rank) for b, c in pairs)
+    gates, gate_problems, source = _gates(baseline, candidate, options, queries, chunk_ok)
     if baseline.rows and candidate.rows:  # else the gates cannot be checked
         problems += gate_problems
-        notes += gate_notes
     if problems:
         raise ComparisonRefused(problems)
 
-    private = baseline.private or candidate.private
-    by_first_rank = all(level in (r.first_relevant_rank or {})
-                        for side in (baseline, candidate) for r in side.rows)
-    queries = tuple(_query_diff(b, by_id_c[b.id], level, private, by_first_rank)
-                    for b in shared)
     counts = {k: 0 for k in KINDS} | Counter(q.kind for q in queries)
     n_truth = sum(q.has_truth for q in queries)
-
-    pairs = []
-    for _, name in gates:
-        vb = np.array([np.nan if b.scores.get(name) is None else b.scores[name]
-                       for b in shared], dtype=np.float64)
-        vc = np.array([np.nan if by_id_c[b.id].scores.get(name) is None
-                       else by_id_c[b.id].scores[name] for b in shared], dtype=np.float64)
-        both = ~(np.isnan(vb) | np.isnan(vc))
-        pairs.append((vb[both], vc[both]))
-    tests = paired_tests([c - b for b, c in pairs], options.resamples, options.seed,
-                         options.confidence)
-    tested = [i for i, t in enumerate(tests) if t.p_value is not None]
-    adjusted = dict(zip(tested, holm(np.array([tests[i].p_value for i in tested])), strict=True))
-    metrics = []
-    for i, ((gate, name), (vb, vc), t) in enumerate(zip(gates, pairs, tests, strict=True)):
-        hib = _higher_is_better(name)
-        p_adj = float(adjusted[i]) if i in adjusted else None
-        sig = None
-        if p_adj is not None and p_adj < options.alpha:
-            if (t.ci_high < 0) if hib else (t.ci_low > 0):
-                sig = "worse"
-            elif (t.ci_low > 0) if hib else (t.ci_high < 0):
-                sig = "better"
-        metrics.append(MetricResult(
-            name, gate, hib, t.n, float(vb.mean()) if t.n else None,
-            float(vc.mean()) if t.n else None, t.mean, t.ci_low, t.ci_high, t.p_value, p_adj,
-            sig))
-        if t.n == 0:
-            warnings.append(f"gated metric {name} has no query scored by both runs")
-
-    reasons = [f"{m.name} is significantly worse (delta {m.delta:+.4f}, CI "
-               f"[{m.ci_low:+.4f}, {m.ci_high:+.4f}], adjusted p {m.p_holm:.4g})"
-               for m in metrics if m.significant == "worse"]
-    if n_truth < options.small_set and counts["Regression"]:
-        reasons.append(f"small set: {n_truth} queries with ground truth (< {options.small_set}) "
-                       f"and {counts['Regression']} Regression query(ies)")
-    if reasons:
-        verdict = "Regressed"
-    else:
-        reasons = [f"{m.name} is significantly better (delta {m.delta:+.4f}, CI "
-                   f"[{m.ci_low:+.4f}, {m.ci_high:+.4f}], adjusted p {m.p_holm:.4g})"
-                   for m in metrics if m.significant == "better"]
-        verdict = "Better" if reasons else "Same"
-        if not reasons:
-            reasons = ["no gated metric differs significantly"
-                       + (" and no query regressed" if n_truth < options.small_set else "")]
+    level = _comparison_level(queries)
+    metrics = metric_results(gates, [_paired(pairs, name) for _, name, _ in gates], options)
+    warnings += [f"gated metric {m.name} has no query scored by both runs"
+                 for m in metrics if m.n == 0]
+    verdict, reasons = _decide(metrics, counts, n_truth, level, options)
     vb, vc = baseline.versions, candidate.versions
     versions = tuple((k, vb[k], vc[k], vb[k] == vc[k] and vb[k] != "unknown")
                      for k in VERSION_KEYS)
     return Comparison(verdict, tuple(reasons), rule_text(options), level, baseline.summary(),
                       candidate.summary(), versions, tuple(warnings), tuple(notes), options,
-                      len(queries), n_truth, dropped, tuple(metrics), queries, private, counts)
-
-
-# ---------------------------------------------------------------------------------------------
-# rendering
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-# ---------------------------------------------------------------------------------------------
-# recording
-
-
+                      len(queries), n_truth, dropped, tuple(metrics), queries, private, counts,
+                      source)

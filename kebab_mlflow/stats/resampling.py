@@ -20,8 +20,17 @@ Conventions: percentile intervals use numpy's linear interpolation (as
 ``p = (1 + #{|Σ s·d| ≥ |Σ d|}) / (1 + resamples)`` — the observed labelling is counted, so p is
 never 0; sums within a relative 1e-9 (1e-5 in the float32 path) of the observed one count as
 ties, i.e. as extreme (floating-point rounding must not hide the exact ties of discrete
-deltas). A row of ``n`` values draws from the streams ``SeedSequence(seed, spawn_key=(n,
-purpose, slice))``: its numbers depend on its values and the seed only, never on its position
+deltas).
+
+**Exact p for few discordant values.** When the enumeration of the sign-flip distribution is
+small — ``∏ (c_a + 1) ≤ EXACT_STATES`` over the distinct non-zero ``|d| = a`` with ``c_a`` of
+each, e.g. a hit metric's ±1 deltas, or a change that touched a handful of queries — the
+p-value is computed exactly, ``P(|Σ a·(2·H_a − c_a)| ≥ |Σ d|)`` with independent
+``H_a ~ Binomial(c_a, ½)``, instead of by resampling: no Monte-Carlo error and no ``+1``
+(``k`` concordant flips give exactly ``2^(1−k)``).
+
+A row of ``n`` values draws from the streams ``SeedSequence(seed, spawn_key=(n, purpose,
+slice))``: its numbers depend on its values and the seed only, never on its position
 or on the other rows of the call (``compare --gate`` in another order gives the same p-values);
 rows of one length share their draws, as a paired design would. The wide-data paths split the
 resamples into ``CHUNKS`` fixed slices run in threads — the result does not depend on the
@@ -30,6 +39,7 @@ thread count.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -43,6 +53,8 @@ CHUNKS = 4  # fixed slices of the resamples, each with its own stream (see _in_c
 # (a binomial draw costs ~50-70 ns, an index draw + gather ~2 ns per query).
 _MULTINOMIAL_RATIO = 32
 _BINOMIAL_RATIO = 100
+# Exact enumeration up to this many (sum, probability) states (∏ (c_a + 1) over distinct |d|).
+EXACT_STATES = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -50,7 +62,7 @@ class PairedTest:
     """Paired comparison of one metric: ``mean`` of candidate − baseline over ``n`` queries.
 
     ``ci_low``/``ci_high``: percentile bootstrap interval; ``p_value``: two-sided sign-flip
-    randomization test. All ``None`` when ``n == 0``.
+    randomization test (``p_exact``: by enumeration). All ``None`` when ``n == 0``.
     """
 
     n: int
@@ -58,6 +70,7 @@ class PairedTest:
     ci_low: float | None
     ci_high: float | None
     p_value: float | None
+    p_exact: bool = False
 
 
 def _stream(seed: int, n: int, purpose: int, chunk: int = 0) -> np.random.Generator:
@@ -159,9 +172,36 @@ def _signflip_sums_grouped(row: np.ndarray, resamples: int, rng) -> np.ndarray:
     return (2.0 * heads - counts) @ mags
 
 
+def exact_signflip_states(row: np.ndarray) -> int:
+    """How many states enumerating the row's sign-flip distribution takes (∏ (c_a + 1))."""
+    _, counts = np.unique(np.abs(row[row != 0]), return_counts=True)
+    states = 1
+    for c in counts:
+        states *= int(c) + 1
+        if states > EXACT_STATES:
+            break
+    return states
+
+
+def exact_signflip_p(row: np.ndarray) -> float:
+    """The exact two-sided sign-flip p of one row, by enumerating the sums of the distinct
+    magnitudes' binomial counts (ties within a relative 1e-9 count as extreme)."""
+    mags, counts = np.unique(np.abs(row[row != 0]), return_counts=True)
+    sums, probs = np.zeros(1), np.ones(1)
+    for a, c in zip(mags, counts, strict=True):
+        c = int(c)
+        heads = np.arange(c + 1)
+        pmf = np.array([math.comb(c, h) / 2**c for h in range(c + 1)])
+        sums = (sums[:, None] + a * (2.0 * heads - c)[None, :]).ravel()
+        probs = (probs[:, None] * pmf[None, :]).ravel()
+    tol = 1e-9 * max(1.0, float(np.abs(row).sum()))
+    return min(1.0, float(probs[np.abs(sums) >= abs(row.sum()) - tol].sum()))
+
+
 def randomization_p(deltas, resamples: int = 10_000, seed: int = 0) -> np.ndarray:
     """Two-sided paired randomization (sign-flip) test of mean delta = 0, per row.
 
+    Exact (:func:`exact_signflip_p`) when the enumeration is small, else
     p = (1 + #{|Σ s·d| ≥ |Σ d|}) / (1 + resamples). An empty row gives NaN.
     """
     rows = _rows(deltas)
@@ -170,6 +210,9 @@ def randomization_p(deltas, resamples: int = 10_000, seed: int = 0) -> np.ndarra
     for i, row in enumerate(rows):
         n = row.size
         if n == 0:
+            continue
+        if exact_signflip_states(row) <= EXACT_STATES:
+            p[i] = exact_signflip_p(row)
             continue
         distinct = np.unique(np.abs(row[row != 0])).size
         if distinct * _BINOMIAL_RATIO <= n or distinct <= 1:
@@ -223,7 +266,8 @@ def paired_tests(deltas: Sequence[np.ndarray], resamples: int = 10_000, seed: in
             out.append(PairedTest(0, None, None, None, None))
             continue
         lo, hi = np.quantile(boot, [alpha, 1 - alpha])
-        out.append(PairedTest(int(row.size), float(row.mean()), float(lo), float(hi), float(p)))
+        out.append(PairedTest(int(row.size), float(row.mean()), float(lo), float(hi), float(p),
+                              exact_signflip_states(row) <= EXACT_STATES))
     return out
 
 

@@ -98,6 +98,7 @@ def prepare(options: RunOptions, on_status: Callable[[str], None] = lambda s: No
     golden = with_ask(load_golden_set(options.golden), options.ask)
     config = build_config(options.preset, dict(options.overrides))
     cutoffs = tuple(run_cutoffs(options.k, options.cutoffs))
+    _check_primary_metric(golden)  # after the cut-offs: they register their metrics
     if options.target:
         pipeline, source = as_pipeline(options.target, options.concurrency)
     else:
@@ -116,11 +117,25 @@ def corpus_to_use(explicit: str | None, golden: GoldenSet) -> str:
     return explicit or golden.corpus or DEFAULT_CORPUS
 
 
+def _check_primary_metric(golden: GoldenSet) -> None:
+    """The golden set's primary_metric must name a metric (compare decides on it)."""
+    from kebab_mlflow.metrics.registry import METRICS
+
+    name = golden.primary_metric
+    if name is not None and name not in METRICS:
+        from kebab_mlflow.errors import GoldenSetError, Problem
+
+        raise GoldenSetError(f"invalid golden set {golden.path}", [Problem(
+            f"unknown primary_metric {name!r}; valid metrics: {', '.join(sorted(METRICS))}",
+            golden.path)])
+
+
 def run_tags(golden: GoldenSet, source: PipelineSource,
              extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    primary = {"kebab.primary_metric": golden.primary_metric} if golden.primary_metric else {}
     return {**provenance_tags("eval"), "kebab.golden_sha256": golden.digest,
             "kebab.config_sha256": source.config_digest(), "kebab.preset": source.preset,
-            "kebab.private": str(golden.private).lower(), **dict(extra or {})}
+            "kebab.private": str(golden.private).lower(), **primary, **dict(extra or {})}
 
 
 def execute(options: RunOptions, *,

@@ -1,14 +1,27 @@
-"""Finding runs: by id, by name, ``@baseline`` or ``@latest``; marking the baseline."""
+"""Finding runs: by id, by name, ``@baseline`` or ``@latest``; marking the baseline.
+
+A run id (32 hex digits) names one run in the whole store, so it resolves in any experiment;
+names, ``@baseline`` and ``@latest`` are looked up in ``--experiment`` only (a name is unique
+only there, and the baseline and the latest run are properties of an experiment). A 32-hex
+string that is no run's id is then tried as a run name.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import re
 
 from kebab_mlflow.errors import RunNotFoundError
+from kebab_mlflow.records import RunRecord
 from kebab_mlflow.tracking.store import BASELINE_TAG, Tracker
 
+_RUN_ID = re.compile(r"[0-9a-f]{32}")
 
-def resolve_run(tracker: Tracker, experiment: str, ref: str) -> Any:
+
+def resolve_run(tracker: Tracker, experiment: str, ref: str) -> RunRecord:
+    if _RUN_ID.fullmatch(ref):
+        found = tracker.find_run(ref)
+        if found is not None:
+            return found
     exp = tracker.experiment_id(experiment, create=False)
     if ref == "@baseline":
         run_id = tracker.experiment_tag(exp, BASELINE_TAG)
@@ -17,27 +30,29 @@ def resolve_run(tracker: Tracker, experiment: str, ref: str) -> Any:
                                    "`kebab-mlflow baseline set RUN`")
         return tracker.get_run(run_id)
     if ref == "@latest":
-        found = tracker.find_runs([exp], status="FINISHED", tags={"kebab.kind": "eval"},
-                                  max_results=1)
-        if not found:
+        runs = tracker.find_runs([exp], status="FINISHED", tags={"kebab.kind": "eval"},
+                                 max_results=1)
+        if not runs:
             raise RunNotFoundError(f"experiment {experiment!r} has no finished eval run")
-        return found[0]
-    if len(ref) == 32 and all(c in "0123456789abcdef" for c in ref):
-        return tracker.get_run(ref)
-    found = tracker.find_runs([exp], run_name=ref, max_results=50)
-    if not found:
+        return runs[0]
+    runs = tracker.find_runs([exp], run_name=ref, max_results=50)
+    if not runs:
         raise RunNotFoundError(f"no run named or with id {ref!r} in experiment {experiment!r}")
-    if len(found) > 1:
-        listing = ", ".join(f"{r.run_id} ({r.status})" for r in found)
+    if len(runs) > 1:
+        listing = ", ".join(f"{r.run_id} ({r.status})" for r in runs)
         raise RunNotFoundError(f"run name {ref!r} is ambiguous in {experiment!r}: {listing}")
-    return found[0]
+    return runs[0]
 
 
-def set_baseline(tracker: Tracker, experiment: str, ref: str) -> Any:
+def set_baseline(tracker: Tracker, experiment: str, ref: str) -> RunRecord:
     run = resolve_run(tracker, experiment, ref)
     if run.status != "FINISHED":
         raise RunNotFoundError(f"run {run.run_id} is {run.status}; only a FINISHED "
                                "run can be the baseline")
-    tracker.set_experiment_tag(tracker.experiment_id(experiment, create=False), BASELINE_TAG,
-                               run.run_id)
+    exp = tracker.experiment_id(experiment, create=False)
+    if run.experiment_id != exp:  # a run id found in another experiment
+        raise RunNotFoundError(f"run {run.run_id} is in experiment "
+                               f"{tracker.experiment_name(run.experiment_id)!r}, not "
+                               f"{experiment!r}; pass --experiment to mark it there")
+    tracker.set_experiment_tag(exp, BASELINE_TAG, run.run_id)
     return run

@@ -200,6 +200,19 @@ class Tracker:
         except MlflowException:
             raise RunNotFoundError(f"no run with id {run_id!r}") from None
 
+    def find_run(self, run_id: str) -> RunRecord | None:
+        """The run with this id in any experiment of the store, or None."""
+        try:
+            return _record(self.client.get_run(run_id))
+        except MlflowException:
+            return None
+
+    def experiment_name(self, experiment_id: str) -> str | None:
+        try:
+            return self.client.get_experiment(experiment_id).name
+        except MlflowException:
+            return None
+
     def find_runs(self, experiment_ids: list[str], *, status: str | None = None,
                   run_name: str | None = None, tags: Mapping[str, str] | None = None,
                   max_results: int = 1000) -> list[RunRecord]:
