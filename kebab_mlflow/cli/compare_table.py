@@ -35,12 +35,13 @@ def render_table(c: Comparison, width: int | None, wide: bool, color: bool) -> s
     for reason in c.reasons:
         console.print(f"  - {reason}")
     console.print(_metrics(c, wide))
-    _queries(console, c, wide)
+    _queries(console, c, wide, width)
     console.print(f"rule: {c.rule}")
     if not wide:
         console.print("[dim]--wide: full run ids, raw p, top-score deltas and every changed "
                       "query; --format md|json|junit for reports[/]")
-    return buffer.getvalue()
+    # rich pads every line to the table's width: trailing blanks only bloat logs and files
+    return "\n".join(line.rstrip() for line in buffer.getvalue().splitlines()) + "\n"
 
 
 def _headline(c: Comparison, wide: bool) -> str:
@@ -53,8 +54,9 @@ def _headline(c: Comparison, wide: bool) -> str:
 
 
 def _table(title: str) -> Table:
-    return Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1),
-                 collapse_padding=True, title_justify="left")
+    # SIMPLE_HEAD's blank separators are the one space between columns
+    return Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, padding=0,
+                 title_justify="left")
 
 
 def _metrics(c: Comparison, wide: bool) -> Table:
@@ -78,7 +80,7 @@ def _metrics(c: Comparison, wide: bool) -> Table:
     return table
 
 
-def _queries(console: Console, c: Comparison, wide: bool) -> None:
+def _queries(console: Console, c: Comparison, wide: bool, width: int | None) -> None:
     counts = ", ".join(f"{k}: {c.counts.get(k, 0)}" for k in KINDS)
     shown = [q for q in ordered(c.queries) if q.kind != "Draw" or q.contains_all or q.refusal]
     if not shown:
@@ -96,11 +98,15 @@ def _queries(console: Console, c: Comparison, wide: bool) -> None:
     if wide:
         columns["top Δ"] = [number(q.top_score_delta, 2, signed=True) for q in listed]
     columns["query"] = ["(private)" if c.private else (q.query or "") for q in listed]
-    table = _table(f"queries ({counts}; first-hit rank at {c.level} level)")
+    if width and not wide:  # the query text gets what the other columns leave, cut with "…"
+        room = max(12, width - sum(1 + max(len(k), *map(len, v))
+                                   for k, v in columns.items() if k != "query"))
+        columns["query"] = [t if len(t) <= room else t[:room - 1] + "…"
+                            for t in columns["query"]]
+    console.print(f"queries ({counts}; first-hit rank at {c.level} level)")
+    table = _table("")
     for key in columns:
-        last = key == "query"
-        table.add_column(key, no_wrap=True, overflow="fold" if wide else "ellipsis",
-                         ratio=1 if last and not wide else None)
+        table.add_column(key, no_wrap=True)
     for row in zip(*columns.values(), strict=True):
         table.add_row(*row)
     console.print(table)
