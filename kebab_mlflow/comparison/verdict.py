@@ -335,6 +335,15 @@ def _paired(pairs: Sequence[tuple[PerQueryRow, PerQueryRow]], name: str
     return vb[both], vc[both]
 
 
+def significance(p_adjusted: float | None, mean: float | None, higher_is_better: bool,
+                 alpha: float) -> str | None:
+    """"worse" / "better" when the adjusted p is below alpha (the mean delta's sign says
+    which), else None. The one decision rule: compare and bench_gate both call it."""
+    if p_adjusted is None or not mean or not p_adjusted < alpha:
+        return None
+    return "better" if (mean > 0) == higher_is_better else "worse"
+
+
 def metric_results(gates: Sequence[tuple[str, str, str]],
                    values: Sequence[tuple[np.ndarray, np.ndarray]],
                    options: CompareOptions) -> list[MetricResult]:
@@ -355,9 +364,7 @@ def metric_results(gates: Sequence[tuple[str, str, str]],
                                                               strict=True)):
         hib = _higher_is_better(name)
         p_adj = float(adjusted[i]) if i in adjusted else None
-        sig = None
-        if p_adj is not None and p_adj < options.alpha and t.mean:
-            sig = "better" if (t.mean > 0) == hib else "worse"
+        sig = significance(p_adj, t.mean, hib, options.alpha)
         within = None
         if options.margin is not None and t.n:
             within = bool(t.ci_low >= -options.margin if hib else t.ci_high <= options.margin)
