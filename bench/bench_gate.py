@@ -145,6 +145,7 @@ def judge(deltas: np.ndarray) -> dict[str, np.ndarray]:
             "ttest_worse": (t_p < ALPHA) & (deltas.mean(axis=1) < 0),
             "mde": np.array([mde(delta_sd(d), d.size, ALPHA) for d in deltas]),
             "mean": deltas.mean(axis=1),
+            "ci_excludes_0": np.array([t.ci_low > 0 or t.ci_high < 0 for t in tests]),
             "exact": np.array([t.p_exact for t in tests])}
 
 
@@ -181,7 +182,8 @@ def main() -> None:
                      f"{np.mean(j['verdict'] == 'worse'):.2%}, Better "
                      f"{np.mean(j['verdict'] == 'better'):.2%} (both sides: "
                      f"{np.mean(j['verdict'] != 'same'):.2%}); t-test worse "
-                     f"{np.mean(j['ttest_worse']):.2%}; exact p in {np.mean(j['exact']):.0%} "
+                     f"{np.mean(j['ttest_worse']):.2%}; bootstrap CI alone excludes 0 in "
+                     f"{np.mean(j['ci_excludes_0']):.2%}; exact p in {np.mean(j['exact']):.0%} "
                      f"of trials; printed MDE mean {null_mde[n]:.4f}")
     lines.append("")
     lines.append(f"controlled drops (first relevant doc moved down {SHIFT} ranks on a seeded "

@@ -24,7 +24,8 @@ def compare(baseline: EvalResult | str, candidate: EvalResult | str, *,
             tracking_uri: str | None = None, **option_values: Any) -> Comparison:
     """Compare two evaluations: each an :class:`EvalResult` (in memory) or a run reference
     (id, name, ``@baseline``, ``@latest``) read from the tracking store. ``option_values``
-    are :class:`CompareOptions` fields (``gates=("ndcg_at_10_doc",)``, ``seed=1``, ...)."""
+    are :class:`CompareOptions` fields (``primary="ndcg_at_10_doc"``,
+    ``gates=("recall_at_100_doc",)``, ``seed=1``, ...)."""
     from kebab_mlflow.comparison.verdict import compare_runs
 
     options = options or CompareOptions(**option_values)

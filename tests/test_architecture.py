@@ -18,8 +18,6 @@ PACKAGE = ROOT / "kebab_mlflow"
 MAX_FUNCTION_LINES = 60
 # Functions still over the limit, to be split; this list may only shrink.
 LONG_FUNCTIONS_LEFT = {
-    "comparison/verdict.py:_check",
-    "comparison/verdict.py:compare_runs",
     "golden.py:_build",
     "importers/squad.py:import_squad",
     "sweep/execution.py:_run_rows",
