@@ -150,7 +150,8 @@ def judge(deltas: np.ndarray) -> dict[str, np.ndarray]:
 
 
 def interpolate_80(drops, power) -> float | None:
-    for (d0, p0), (d1, p1) in zip(zip(drops, power), zip(drops[1:], power[1:])):
+    points = list(zip(drops, power, strict=True))
+    for (d0, p0), (d1, p1) in zip(points, points[1:], strict=False):
         if p0 < 0.8 <= p1:
             return d0 + (0.8 - p0) * (d1 - d0) / (p1 - p0)
     return None

@@ -18,7 +18,6 @@ SMALL_SET = 30
 # minutes; 1e9 would run for days or exhaust memory.
 MAX_RESAMPLES = 1_000_000
 KINDS = ("Regression", "Loss", "Win", "Draw")
-VERDICTS = ("Better", "Same", "Inconclusive", "Regressed")
 
 
 @dataclass(frozen=True)

@@ -269,9 +269,10 @@ def _comparison_level(queries: Sequence[QueryDiff]) -> str:
 # which metrics gate
 
 
-def _valued(rows: Sequence[PerQueryRow]) -> set[str]:
-    """Metrics with a value (ground truth) on at least one query of the rows."""
-    return {k for r in rows for k, v in r.scores.items() if v is not None}
+def _valued(rows: Sequence[PerQueryRow], keys: set[str]) -> set[str]:
+    """The metrics of ``keys`` with a value (ground truth) on at least one query of the rows
+    (``any`` stops at the first: usually the first row)."""
+    return {k for k in keys if any(r.scores.get(k) is not None for r in rows)}
 
 
 def default_primary(queries: Sequence[QueryDiff], valued: set[str], chunk_ok: bool) -> str:
@@ -295,7 +296,7 @@ def _gates(baseline: RunSide, candidate: RunSide, options: CompareOptions,
     primary must also have values (ground truth) in both."""
     keys = ({k for r in baseline.rows for k in r.scores}
             & {k for r in candidate.rows for k in r.scores})
-    valued = _valued(baseline.rows) & _valued(candidate.rows)
+    valued = _valued(baseline.rows, keys) & _valued(candidate.rows, keys)
     named = options.primary or baseline.tags.get(PRIMARY_TAG) or candidate.tags.get(PRIMARY_TAG)
     source = ("--primary" if options.primary else
               "golden set primary_metric" if named else "default")
