@@ -22,4 +22,5 @@ def record(tracker: Any, c: Comparison) -> None:
     tracker.set_tags(run_id, {"kebab.verdict": c.verdict,
                               "kebab.compared_to": c.baseline["run_id"],
                               "kebab.compare_seed": str(c.options.seed),
-                              "kebab.compare_level": c.level})
+                              "kebab.compare_level": c.level,
+                              "kebab.compare_primary": c.primary.name})
