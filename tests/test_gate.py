@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 from kebab_mlflow.cli import app
 from kebab_mlflow.cli.compare_table import render_table
-from kebab_mlflow.comparison import to_json, to_markdown
+from kebab_mlflow.comparison import to_json, to_junit, to_markdown
 from kebab_mlflow.comparison.records import CompareOptions, RunSide
 from kebab_mlflow.comparison.verdict import compare_runs
 from kebab_mlflow.errors import GoldenSetError
@@ -272,6 +272,13 @@ def test_junit_has_a_testcase_per_gate_and_per_regressed_query(runs, tmp_path):
     failures = [c for c in suite.iter("testcase") if c.find("failure") is not None]
     assert int(suite.get("failures")) == len(failures) >= len(regressed) + 1
     assert int(suite.get("tests")) == len(names)
+    # a passing gate lists its regressed queries without failing them (exit 0 = no failure)
+    b = [_doc_row(f"q{i}", 1) for i in range(100)]
+    c = [_doc_row(f"q{i}", 0 if i < 2 else 1) for i in range(100)]
+    result = compare_runs(_side("b", b), _side("c", c), CompareOptions(resamples=200))
+    suite = ET.fromstring(to_junit(result).split("\n", 1)[1])
+    assert result.verdict == "Same" and suite.get("failures") == "0"
+    assert [t.get("name") for t in suite.iter("testcase")][1:] == ["query q0", "query q1"]
 
 
 def test_github_step_summary_gets_the_markdown_report(runs, tmp_path):

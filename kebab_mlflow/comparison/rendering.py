@@ -143,7 +143,8 @@ def to_markdown(c: Comparison, query_limit: int = 200) -> str:
 
 def to_junit(c: Comparison) -> str:
     """JUnit XML: one testcase per gated metric, per verdict rule that fired and per Regression
-    query (CI systems show failed testcases in their test reports)."""
+    query (CI systems show failed testcases in their test reports); failures only when the
+    verdict fails (Regressed, Inconclusive)."""
     from xml.etree import ElementTree as ET
 
     suite = ET.Element("testsuite", name="kebab-mlflow compare")
@@ -165,11 +166,15 @@ def to_junit(c: Comparison) -> str:
     for reason in c.reasons:
         if reason.startswith(("small set:", "not shown non-inferior")) or "--max-regr" in reason:
             case(f"rule: {reason.split(':')[0]}", reason, reason)
+    # a regressed query fails its testcase only when the verdict fails: a JUnit consumer that
+    # marks a build unstable on any failure must agree with the exit code
+    failing = c.exit_code != 0
     for q in ordered(c.queries):
         if q.kind == "Regression":
+            what = (f"Regression at {q.level} level: rank {_rank_text(q.baseline_rank)} → miss"
+                    + ("" if failing else f" (the gate passed: {c.verdict})"))
             text = "" if c.private else (q.query or "")
-            case(f"query {q.id}", f"Regression at {q.level} level: rank "
-                 f"{_rank_text(q.baseline_rank)} → miss", text)
+            case(f"query {q.id}", what if failing else None, what + "\n" + text)
     failures = sum(1 for el in suite if el.find("failure") is not None)
     suite.set("tests", str(cases))
     suite.set("failures", str(failures))
