@@ -167,7 +167,7 @@ def test_several_problems_at_once_including_in_the_same_query(tmp_path):
         """)
     assert problems == [
         f"{tmp_path}/g.yaml:3: unknown top-level key 'extra' (known: case_insensitive, "
-        "corpus, description, metadata_fields, name, private, queries)",
+        "corpus, description, metadata_fields, name, primary_metric, private, queries)",
         f"{tmp_path}/g.yaml:1: 'name' must be str",
         f"{tmp_path}/g.yaml:7 [query q1]: unknown key 'colour'",
         f"{tmp_path}/g.yaml:6 [query q1]: 'query' must be a string, got int",
