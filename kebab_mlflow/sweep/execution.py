@@ -94,7 +94,8 @@ def row_options(spec: SweepSpec, row: SweepRow, experiment: str, uri: str,
                       run_name=row.name, seed=spec.seed, parent_run_id=parent_run_id,
                       target=row.target, concurrency=row.concurrency, cutoffs=row.cutoffs,
                       ask=row.ask,
-                      extra_tags={ROW_TAG: row.name, "kebab.sweep_role": row.role})
+                      extra_tags={ROW_TAG: row.name, "kebab.sweep_role": row.role,
+                                  **row.grid_tags})
 
 
 def execute_row(options: Any, metrics: tuple[str, ...]) -> dict[str, Any]:

@@ -35,7 +35,7 @@ TOP_LEVEL_KEYS = {"name", "description", "experiment", "golden", "corpus", "k", 
                   "cutoffs"}
 
 
-ROW_KEYS = {"name", "preset", "k", "set", "target", "concurrency", "cutoffs", "ask"}
+ROW_KEYS = {"name", "preset", "k", "set", "target", "concurrency", "cutoffs", "ask", "grid"}
 
 
 ROW_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,100}$")
@@ -55,6 +55,13 @@ class SweepRow:
     concurrency: int = 1
     cutoffs: tuple[int, ...] | None = None  # the row's (or the file's) cutoffs; None: default
     ask: bool | None = None  # answer every query / none; None: each query's own ``ask``
+    grid_row: str | None = None  # the grid row this child was expanded from
+    grid_values: Mapping[str, Any] = field(default_factory=dict)  # its grid's config values
+
+    @property
+    def grid_tags(self) -> dict[str, str]:
+        """Tags of a grid child's run: the grid row it came from (filter the UI on it)."""
+        return {"kebab.sweep_grid": self.grid_row} if self.grid_row else {}
 
     @property
     def shown_preset(self) -> str:
@@ -107,99 +114,147 @@ def load_sweep(path: str | Path) -> SweepSpec:
     return _build(data, node, source, path.parent, hashlib.sha256(raw).hexdigest())
 
 
-def _build(data: dict, node: Any, source: str, base: Path, sha256: str) -> SweepSpec:
-    from kebab_mlflow.config import PRESETS, build_config
+class _Reader:
+    """The sweep file's top-level mapping with its nodes: typed reads, locations, and the one
+    list of problems every check appends to."""
 
-    problems: list[Problem] = []
+    def __init__(self, data: dict, node: Any, source: str):
+        self.data, self.node, self.source = data, node, source
+        self.problems: list[Problem] = []
 
-    def where(key: str) -> str:
-        return location(source, child(node, key) or node)
+    def where(self, key: str) -> str:
+        return location(self.source, child(self.node, key) or self.node)
 
-    def typed(key: str, check: Callable[[Any], bool], what: str, default: Any) -> Any:
-        value = data.get(key, default)
-        if key in data and not check(value):
-            problems.append(Problem(f"'{key}' must be {what}, got {value!r}", where(key)))
+    def problem(self, message: str, key: str) -> None:
+        self.problems.append(Problem(message, self.where(key)))
+
+    def typed(self, key: str, check: Callable[[Any], bool], what: str, default: Any) -> Any:
+        value = self.data.get(key, default)
+        if key in self.data and not check(value):
+            self.problem(f"'{key}' must be {what}, got {value!r}", key)
             return default
         return value
 
-    for key in sorted(set(map(str, data)) - TOP_LEVEL_KEYS):
-        problems.append(Problem(f"unknown top-level key {key!r} (known: "
-                                f"{', '.join(sorted(TOP_LEVEL_KEYS))})", where(key)))
-    is_str = lambda v: isinstance(v, str) and v.strip() != ""  # noqa: E731
-    is_str_list = lambda v: isinstance(v, list) and all(is_str(x) for x in v)  # noqa: E731
-    name = typed("name", is_str, "a string", Path(source).stem)
-    description = typed("description", lambda v: isinstance(v, str), "a string", "")
-    experiment = typed("experiment", is_str, "a string", None)
-    k = typed("k", lambda v: _is_int(v) and v >= 1, "an integer >= 1", 10)
-    shared = typed("set", lambda v: isinstance(v, dict), "a mapping of config keys", {})
-    resamples = typed("resamples", lambda v: _is_int(v) and v >= 100,
-                      "an integer >= 100", DEFAULT_RESAMPLES)
-    seed = typed("seed", lambda v: _is_int(v) and v >= 0, "an integer >= 0", 0)
-    floors = typed("floors", is_str_list, "a list of row names", list(DEFAULT_FLOORS))
-    ceiling = typed("ceiling", lambda v: v is None or is_str(v), "a row name or null", None)
-    primary = typed("primary", is_str, "a row name", None)
-    gauge = typed("gauge_metrics", lambda v: is_str_list(v) and v, "a non-empty list of "
-                  "metric names", None)
-    golden = corpus = None
-    for key in ("golden", "corpus"):
-        value = data.get(key)
-        if not is_str(value):
-            problems.append(Problem(f"missing or empty '{key}' (a path, relative to the sweep "
-                                    "file)", where(key)))
-        elif key == "golden":
-            golden = _resolve(base, value)
-        else:
-            corpus = _resolve(base, value)
-    if isinstance(floors, list) and not floors:
-        problems.append(Problem("'floors' must name at least one row: a gauge without a floor "
-                                "measures nothing", where("floors")))
 
-    rows = _rows(data.get("rows"), child(node, "rows"), source, shared, k, problems,
-                 where("rows"))
-    names = [r.name for r in rows]
-    # floors/ceiling that name a preset but no row get an implicit row of that preset
-    for ref, key in [(f, "floors") for f in floors] + [(ceiling, "ceiling")]:
+def _is_str(value: Any) -> bool:
+    return isinstance(value, str) and value.strip() != ""
+
+
+def _is_str_list(value: Any) -> bool:
+    return isinstance(value, list) and all(_is_str(x) for x in value)
+
+
+@dataclass(frozen=True)
+class _TopLevel:
+    """The top-level settings of a sweep file, each already checked (defaults where bad)."""
+
+    name: str
+    description: str
+    experiment: str | None
+    k: int
+    shared: dict
+    resamples: int
+    seed: int
+    floors: list
+    ceiling: str | None
+    primary: str | None
+    gauge: list | None
+    golden: Path | None
+    corpus: Path | None
+
+
+def _top_level(r: _Reader, base: Path) -> _TopLevel:
+    for key in sorted(set(map(str, r.data)) - TOP_LEVEL_KEYS):
+        r.problem(f"unknown top-level key {key!r} (known: {', '.join(sorted(TOP_LEVEL_KEYS))})",
+                  key)
+    paths: dict[str, Path | None] = {}
+    for key in ("golden", "corpus"):
+        value = r.data.get(key)
+        paths[key] = _resolve(base, value) if _is_str(value) else None
+        if paths[key] is None:
+            r.problem(f"missing or empty '{key}' (a path, relative to the sweep file)", key)
+    floors = r.typed("floors", _is_str_list, "a list of row names", list(DEFAULT_FLOORS))
+    if not floors:
+        r.problem("'floors' must name at least one row: a gauge without a floor measures "
+                  "nothing", "floors")
+    return _TopLevel(
+        name=r.typed("name", _is_str, "a string", Path(r.source).stem),
+        description=r.typed("description", lambda v: isinstance(v, str), "a string", ""),
+        experiment=r.typed("experiment", _is_str, "a string", None),
+        k=r.typed("k", lambda v: _is_int(v) and v >= 1, "an integer >= 1", 10),
+        shared=r.typed("set", lambda v: isinstance(v, dict), "a mapping of config keys", {}),
+        resamples=r.typed("resamples", lambda v: _is_int(v) and v >= 100, "an integer >= 100",
+                          DEFAULT_RESAMPLES),
+        seed=r.typed("seed", lambda v: _is_int(v) and v >= 0, "an integer >= 0", 0),
+        floors=floors,
+        ceiling=r.typed("ceiling", lambda v: v is None or _is_str(v), "a row name or null",
+                        None),
+        primary=r.typed("primary", _is_str, "a row name", None),
+        gauge=r.typed("gauge_metrics", lambda v: _is_str_list(v) and v,
+                      "a non-empty list of metric names", None),
+        golden=paths["golden"], corpus=paths["corpus"])
+
+
+def _build(data: dict, node: Any, source: str, base: Path, sha256: str) -> SweepSpec:
+    r = _Reader(data, node, source)
+    top = _top_level(r, base)
+    rows = _rows(data.get("rows"), child(node, "rows"), source, top.shared, top.k,
+                 r.problems, r.where("rows"))
+    rows += _implicit_rows(r, top, [row.name for row in rows])
+    primary = _check_roles(r, top, [row.name for row in rows])
+    roles = {primary: "primary", top.ceiling: "ceiling", **{f: "floor" for f in top.floors}}
+    rows = [dataclasses.replace(row, role=roles.get(row.name, "variant")) for row in rows]
+    rows = _with_cutoffs(rows, data.get("cutoffs"), r.where("cutoffs"), r.problems)
+    golden_set = corpus_digest = None
+    if top.golden is not None:
+        golden_set, corpus_digest = _check_golden(top.golden, top.corpus, r.problems,
+                                                  r.where("golden"), r.where("corpus"))
+    gauge_metrics = _check_metrics(top.gauge, golden_set, rows, r.problems,
+                                   r.where("gauge_metrics"))
+    if r.problems:
+        raise SweepError(f"invalid sweep file {source}", r.problems)
+    return SweepSpec(source, sha256, top.name, top.description, top.experiment,
+                     str(top.golden), str(top.corpus), tuple(rows), primary, tuple(top.floors),
+                     top.ceiling, gauge_metrics, top.resamples, top.seed, golden_set.name,
+                     golden_set.digest, tuple(q.id for q in golden_set.queries),
+                     corpus_digest or "")
+
+
+def _implicit_rows(r: _Reader, top: _TopLevel, names: list[str]) -> list[SweepRow]:
+    """Floors and a ceiling that name a preset but no row get an implicit row of it."""
+    from kebab_mlflow.config import PRESETS, build_config
+
+    rows: list[SweepRow] = []
+    for ref, key in [(f, "floors") for f in top.floors] + [(top.ceiling, "ceiling")]:
         if ref is None or ref in names:
             continue
-        if ref in PRESETS:
-            try:
-                build_config(ref, dict(shared), source=f"{where(key)} implicit row {ref}")
-            except ConfigError as exc:
-                problems.extend(exc.problems or [Problem(exc.summary, where(key))])
-            rows.append(SweepRow(ref, ref, dict(shared), k, "variant", where(key)))
-            names.append(ref)
-        else:
-            problems.append(Problem(f"'{key}' names {ref!r}, which is neither a row "
-                                    f"(rows: {', '.join(names) or 'none'}) nor a preset",
-                                    where(key)))
-    if primary is None and names:
-        primary = names[0]
-    if primary is not None and primary not in names:
-        problems.append(Problem(f"'primary' names {primary!r}, which is not a row (rows: "
-                                f"{', '.join(names) or 'none'})", where("primary")))
-    if primary in floors or (primary is not None and primary == ceiling):
-        problems.append(Problem(f"the primary row {primary!r} cannot also be a floor or the "
-                                "ceiling", where("primary")))
-    if ceiling is not None and ceiling in floors:
-        problems.append(Problem(f"row {ceiling!r} cannot be both a floor and the ceiling",
-                                where("ceiling")))
-    if len(set(floors)) != len(floors):
-        problems.append(Problem("'floors' lists a row twice", where("floors")))
-    roles = {primary: "primary", ceiling: "ceiling", **{f: "floor" for f in floors}}
-    rows = [dataclasses.replace(r, role=roles.get(r.name, "variant")) for r in rows]
-    rows = _with_cutoffs(rows, data.get("cutoffs"), where("cutoffs"), problems)
+        if ref not in PRESETS:
+            r.problem(f"'{key}' names {ref!r}, which is neither a row (rows: "
+                      f"{', '.join(names) or 'none'}) nor a preset", key)
+            continue
+        try:
+            build_config(ref, dict(top.shared), source=f"{r.where(key)} implicit row {ref}")
+        except ConfigError as exc:
+            r.problems.extend(exc.problems or [Problem(exc.summary, r.where(key))])
+        rows.append(SweepRow(ref, ref, dict(top.shared), top.k, "variant", r.where(key)))
+        names.append(ref)
+    return rows
 
-    golden_set = corpus_digest = None
-    if golden is not None:
-        golden_set, corpus_digest = _check_golden(golden, corpus, problems, where("golden"),
-                                                  where("corpus"))
-    gauge_metrics = _check_metrics(gauge, golden_set, rows, problems, where("gauge_metrics"))
-    if problems:
-        raise SweepError(f"invalid sweep file {source}", problems)
-    return SweepSpec(source, sha256, name, description, experiment, str(golden), str(corpus),
-                     tuple(rows), primary, tuple(floors), ceiling, gauge_metrics, resamples,
-                     seed, golden_set.name, golden_set.digest,
-                     tuple(q.id for q in golden_set.queries), corpus_digest or "")
+
+def _check_roles(r: _Reader, top: _TopLevel, names: list[str]) -> str | None:
+    """The primary row (the first row by default); problems with the roles are appended."""
+    primary = top.primary if top.primary is not None else (names[0] if names else None)
+    if primary is not None and primary not in names:
+        r.problem(f"'primary' names {primary!r}, which is not a row (rows: "
+                  f"{', '.join(names) or 'none'})", "primary")
+    if primary in top.floors or (primary is not None and primary == top.ceiling):
+        r.problem(f"the primary row {primary!r} cannot also be a floor or the ceiling",
+                  "primary")
+    if top.ceiling is not None and top.ceiling in top.floors:
+        r.problem(f"row {top.ceiling!r} cannot be both a floor and the ceiling", "ceiling")
+    if len(set(top.floors)) != len(top.floors):
+        r.problem("'floors' lists a row twice", "floors")
+    return primary
 
 
 def _resolve(base: Path, value: str) -> Path:
@@ -209,69 +264,110 @@ def _resolve(base: Path, value: str) -> Path:
 
 def _rows(items: Any, node: Any, source: str, shared: Mapping[str, Any], default_k: int,
           problems: list[Problem], where_rows: str) -> list[SweepRow]:
-    from kebab_mlflow.config import build_config
-
+    """Every row of the file, a grid row expanded into its children; a row with a problem is
+    left out (and its problems appended), so the rest are still checked."""
     if not isinstance(items, list) or not items:
         problems.append(Problem("'rows' must be a non-empty list of rows", where_rows))
         return []
     item_nodes = node.value if isinstance(node, yaml.SequenceNode) else []
     rows: list[SweepRow] = []
     seen: dict[str, str] = {}
+
+    def claim(name: Any, loc: str) -> bool:
+        if not isinstance(name, str):  # not a name: _row reports it
+            return True
+        if name not in seen:
+            seen[name] = loc
+            return True
+        problems.append(Problem(f"duplicate row name {name!r} (first at {seen[name]})", loc))
+        return False
+
     for i, item in enumerate(items):
         item_node = item_nodes[i] if i < len(item_nodes) else None
-        loc = location(source, item_node)
-        if not isinstance(item, dict):
-            problems.append(Problem(f"row #{i + 1} must be a mapping", loc))
-            continue
-        name = item.get("name")
-        if not isinstance(name, str) or not ROW_NAME.match(name):
-            problems.append(Problem(f"row #{i + 1}: 'name' must be 1-100 characters of letters, "
-                                    f"digits, '_', '.', '-' (an MLflow key part), got {name!r}",
-                                    loc))
-            continue
-        duplicate = name in seen  # still checked below: every problem is listed at once
-        if duplicate:
-            problems.append(Problem(f"duplicate row name {name!r} (first at {seen[name]})", loc))
-        else:
-            seen[name] = loc
-        preset = item.get("preset", "naive_baseline")
-        k = item.get("k", default_k)
-        if not _is_int(k) or k < 1:
-            problems.append(Problem(f"row {name}: 'k' must be an integer >= 1, got {k!r}", loc))
-            k = default_k
-        row_set = item.get("set", {})
-        if not isinstance(row_set, dict):
-            problems.append(Problem(f"row {name}: 'set' must be a mapping of config keys", loc))
-            row_set = {}
-        inline = {key: v for key, v in item.items() if key not in ROW_KEYS}
-        overrides = {**shared, **row_set, **inline}
-        if not isinstance(preset, str):
-            problems.append(Problem(f"row {name}: 'preset' must be a string", loc))
-            continue
-        try:
-            build_config(preset, overrides, source=f"{loc} row {name}")
-        except ConfigError as exc:
-            problems.extend(exc.problems or [Problem(f"row {name}: {exc.summary}", loc)])
-            continue
-        target, concurrency = item.get("target"), item.get("concurrency", 1)
-        if target is not None and not (isinstance(target, str) and target.strip()):
-            problems.append(Problem(f"row {name}: 'target' must be a target spec string "
-                                    "(python:..., http://..., cmd:...)", loc))
-        elif target is not None:
-            from kebab_mlflow.targets import TargetError, check_target
-
-            try:
-                check_target(target)
-            except TargetError as exc:
-                problems.append(Problem(f"row {name}: {exc}", loc))
-        if not _is_int(concurrency) or concurrency < 1:
-            problems.append(Problem(f"row {name}: 'concurrency' must be an integer >= 1", loc))
-            concurrency = 1
-        if not duplicate:
-            rows.append(SweepRow(name, preset, overrides, k, "variant", loc, target,
-                                 concurrency, item.get("cutoffs"),
-                                 _row_ask(item, name, loc, problems)))
+        # a plain row's name is claimed before its checks, so a duplicate is listed even when
+        # the row has problems of its own (which are listed too); a grid's children after
+        plain = isinstance(item, dict) and "grid" not in item
+        unique = claim(item.get("name"), location(source, item_node)) if plain else True
+        for row in _row(item, item_node, i, source, shared, default_k, problems):
+            if unique and (plain or claim(row.name, row.location)):
+                rows.append(row)
     return rows
+
+
+def _row(item: Any, node: Any, i: int, source: str, shared: Mapping[str, Any],
+         default_k: int, problems: list[Problem]) -> list[SweepRow]:
+    """One row of the file: [] when it has a problem, its grid's children for a grid row."""
+    from kebab_mlflow.config import build_config
+    from kebab_mlflow.sweep.grid import expand_grid
+
+    loc = location(source, node)
+    if not isinstance(item, dict):
+        problems.append(Problem(f"row #{i + 1} must be a mapping", loc))
+        return []
+    name = item.get("name")
+    if not isinstance(name, str) or not ROW_NAME.match(name):
+        problems.append(Problem(f"row #{i + 1}: 'name' must be 1-100 characters of letters, "
+                                f"digits, '_', '.', '-' (an MLflow key part), got {name!r}", loc))
+        return []
+    count = len(problems)
+    preset, k, overrides, target, concurrency = _row_settings(item, name, loc, shared,
+                                                              default_k, problems)
+    ask = _row_ask(item, name, loc, problems)
+    if preset is None:
+        return []
+    try:
+        build_config(preset, overrides, source=f"{loc} row {name}")
+    except ConfigError as exc:
+        problems.extend(exc.problems or [Problem(f"row {name}: {exc.summary}", loc)])
+        return []
+    if len(problems) > count:  # every problem of the row is listed; the row is left out
+        return []
+    cutoffs = item.get("cutoffs")
+    if "grid" not in item:
+        return [SweepRow(name, preset, overrides, k, "variant", loc, target, concurrency,
+                         cutoffs, ask)]
+    explicit = {**item.get("set", {}), **_inline(item)}
+    children = expand_grid(item["grid"], child(node, "grid"), source, name, preset,
+                           overrides, explicit, problems)
+    return [SweepRow(c.name, preset, {**overrides, **c.values}, k, "variant", c.location,
+                     target, concurrency, cutoffs, ask, grid_row=name, grid_values=c.values)
+            for c in children]
+
+
+def _inline(item: Mapping[str, Any]) -> dict[str, Any]:
+    """Config keys written on the row itself (``{name: top3, top_k: 3}``)."""
+    return {key: v for key, v in item.items() if key not in ROW_KEYS}
+
+
+def _row_settings(item: Mapping[str, Any], name: str, loc: str, shared: Mapping[str, Any],
+                  default_k: int, problems: list[Problem]) -> tuple:
+    """(preset or None, k, overrides, target, concurrency) of a row; problems appended."""
+    preset = item.get("preset", "naive_baseline")
+    if not isinstance(preset, str):
+        problems.append(Problem(f"row {name}: 'preset' must be a string", loc))
+        preset = None
+    k = item.get("k", default_k)
+    if not _is_int(k) or k < 1:
+        problems.append(Problem(f"row {name}: 'k' must be an integer >= 1, got {k!r}", loc))
+        k = default_k
+    row_set = item.get("set", {})
+    if not isinstance(row_set, dict):
+        problems.append(Problem(f"row {name}: 'set' must be a mapping of config keys", loc))
+        row_set = {}
+    target, concurrency = item.get("target"), item.get("concurrency", 1)
+    if target is not None and not _is_str(target):
+        problems.append(Problem(f"row {name}: 'target' must be a target spec string "
+                                "(python:..., http://..., cmd:...)", loc))
+    elif target is not None:
+        from kebab_mlflow.targets import TargetError, check_target
+
+        try:
+            check_target(target)
+        except TargetError as exc:
+            problems.append(Problem(f"row {name}: {exc}", loc))
+    if not _is_int(concurrency) or concurrency < 1:
+        problems.append(Problem(f"row {name}: 'concurrency' must be an integer >= 1", loc))
+    return preset, k, {**shared, **row_set, **_inline(item)}, target, concurrency
 
 
 def _check_golden(golden: Path, corpus: Path | None, problems: list[Problem],
