@@ -7,6 +7,8 @@
      │    ├── GoldenSetError        golden-set YAML
      │    ├── ConfigError           preset, --set override, sweep file
      │    │    ├── SweepError       a sweep file
+     │    │    ├── TuneError        a tune file
+     │    │    ├── TuneUnavailableError    `tune` without optuna (the `tune` extra)
      │    │    └── DenseUnavailableError   the dense backend's model or libraries missing
      │    ├── CorpusError           corpus folder / BEIR file, ids missing from the index
      │    ├── PerQueryError         a per_query.jsonl that cannot be read back
@@ -86,6 +88,14 @@ class ConfigError(InputError):
 
 class SweepError(ConfigError):
     """A sweep file with problems (every one, with file:line)."""
+
+
+class TuneError(ConfigError):
+    """A tune file with problems (every one, with file:line)."""
+
+
+class TuneUnavailableError(ConfigError):
+    """`kebab-mlflow tune` was asked for but optuna (the ``tune`` extra) is not installed."""
 
 
 class DenseUnavailableError(ConfigError):

@@ -95,3 +95,28 @@ def bar_with_ci(rows: Sequence[tuple[str, float | None, float | None, float | No
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def optimization_history(values: Sequence[float | None], path: Path, title: str,
+                         ylabel: str, baseline: float | None = None) -> None:
+    """A search's history: each trial's objective (dots) and the best so far (a step line);
+    ``baseline`` as a dashed line. Plain matplotlib (optuna's own plots need plotly)."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    trials = [i for i, v in enumerate(values) if v is not None]
+    scores = [values[i] for i in trials]
+    best, running = [], float("-inf")
+    for v in scores:
+        running = max(running, v)
+        best.append(running)
+    ax.scatter(trials, scores, s=18, color="#4c72b0", label="trial", zorder=3)
+    ax.step(trials, best, where="post", color="#dd8452", label="best so far")
+    if baseline is not None:
+        ax.axhline(baseline, color="grey", linestyle="--", linewidth=1, label="baseline")
+    ax.set_xlabel("trial")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(loc="best")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
