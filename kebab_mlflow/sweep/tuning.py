@@ -83,7 +83,9 @@ def require_optuna() -> Any:
         import optuna
     except ImportError:
         raise TuneUnavailableError(INSTALL_HINT) from None
-    optuna.logging.set_verbosity(optuna.logging.WARNING)  # our own events report each trial
+    # our own events report each trial; a trial that raises ends the search with its error (an
+    # interrupt too), so optuna's "trial failed" warnings with tracebacks would only repeat it
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
     return optuna
 
 
