@@ -136,6 +136,7 @@ class Tracker:
     def start_run(self, experiment_id: str, run_name: str | None, tags: Mapping[str, str],
                   parent_run_id: str | None = None, description: str | None = None) -> str:
         all_tags = dict(tags)
+        parent_run_id = parent_run_id or self.enclosing_run(experiment_id)
         if parent_run_id:
             all_tags["mlflow.parentRunId"] = parent_run_id
         if description:
@@ -147,6 +148,30 @@ class Tracker:
         except MlflowException as exc:  # e.g. 403: the user may read but not write
             raise _tracking_error(self.uri, exc) from None
         return run.info.run_id
+
+    def enclosing_run(self, experiment_id: str) -> str | None:
+        """Under ``mlflow run`` (MLproject): the project's run, ``$MLFLOW_RUN_ID``, when it is a
+        RUNNING run of this store. A run kebab-mlflow starts without a parent of its own (an
+        eval, a sweep's or tune's parent) nests under it, so the project run is the umbrella
+        of what its entry point made (README "Running through `mlflow run`")."""
+        run_id = os.environ.get("MLFLOW_RUN_ID")
+        if not run_id:
+            return None
+        try:
+            run = self.client.get_run(run_id)
+        except MlflowException:
+            return None
+        if run.info.status != "RUNNING":
+            return None
+        if run.info.experiment_id != experiment_id:
+            from kebab_mlflow import progress
+
+            progress.warn(f"the enclosing run {run_id} (mlflow run) is in another experiment "
+                          f"(id {run.info.experiment_id}, this run's: {experiment_id}); the "
+                          "MLflow UI does not show runs nested across experiments: pass the "
+                          "same experiment to `mlflow run --experiment-name` and `-P "
+                          "experiment=`")
+        return run_id
 
     def log_batch(self, run_id: str, params: Mapping[str, Any] | None = None,
                   metrics: Mapping[str, float] | None = None,
