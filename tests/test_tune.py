@@ -127,7 +127,7 @@ space:
         f"{path}:14: space: top_k must be [low, high] or {{low: L, high: H, log: true}} or "
         "{choice: [distinct values]}",
         f"{path}:15 space: chunker.mode must be 'structure' or 'document'",
-        f"{path}:2: train and test share 17 query id(s) and 17 query text(s)",
+        f"{path}:2: train and test share 17 query id(s) (g00",
         f"{path}:5: objective: no_hit_rate is lower-is-better",
     ]
     for needle in expected:

@@ -53,8 +53,10 @@ def tune(
                         [(str(t.number), *(number(t.params[k]) if isinstance(t.params[k], float)
                                            else str(t.params[k]) for k in keys),
                           number(t.value)) for t in ranked]))
-        out.print(f"on the held-out test set ({spec.n_test} queries), best trial "
-                  f"{result.best.number} against the baseline:", highlight=False)
+        out.print(f"best: trial {result.best.number}, {spec.objective} "
+                  f"{number(result.best.value)} on train (baseline "
+                  f"{number(result.train_baseline)}); on the held-out test set "
+                  f"({spec.n_test} queries) against the baseline:", highlight=False)
         compare_table(result.comparison, to_file=False)
         err.print(f"tune [bold]{result.parent_run_id}[/] in {result.wall_s:.1f} s; "
                   f"open the MLflow UI: [cyan]{result.ui_command}[/]")

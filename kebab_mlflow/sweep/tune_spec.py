@@ -271,13 +271,14 @@ def _golden_sets(r: _Reader, paths: Mapping[str, Path | None]) -> dict[str, Any]
                                                        r.where(side), r.where("corpus"))
     train, test = sets["train"], sets["test"]
     if train is not None and test is not None:
+        train_texts = {q.query for q in train.queries}
         ids = sorted({q.id for q in train.queries} & {q.id for q in test.queries})
-        texts = {q.query for q in train.queries} & {q.query for q in test.queries}
-        if ids or texts:
-            shown = ", ".join(ids[:10]) if ids else f"{len(texts)} query text(s)"
-            r.problem(f"train and test share {len(ids)} query id(s) and {len(texts)} query "
-                      f"text(s) ({shown}): the verdict must be judged on queries the search "
-                      "never saw", "test")
+        texts = sorted(q.id for q in test.queries if q.query in train_texts)
+        shared = [f"{len(found)} {what} ({', '.join(found[:10])})" for found, what in
+                  ((ids, "query id(s)"), (texts, "query text(s), test ids")) if found]
+        if shared:
+            r.problem(f"train and test share {' and '.join(shared)}: the verdict must be judged "
+                      "on queries the search never saw; remove them from one side", "test")
     return sets
 
 
