@@ -191,3 +191,11 @@ def test_ctrl_c_ends_the_parent_and_the_running_trial_killed(tmp_path, store_uri
     parent = next(r for r in runs if r.data.tags.get("kebab.kind") == "tune")
     assert parent.info.status == "KILLED"
     assert statuses.count("FINISHED") >= 1  # trial 0
+
+
+def test_a_bad_name_or_seed_is_a_problem_not_a_default(tmp_path):
+    path = _tune_file(tmp_path, "name: [a]\nseed: -1\nspace: {bm25.b: [0.0, 1.0]}\n")
+    with pytest.raises(TuneError) as info:
+        load_tune(path)
+    assert [p.message.split(",")[0] for p in info.value.problems] == [
+        "'name' must be a string", "'seed' must be an integer >= 0"]

@@ -94,7 +94,7 @@ class SweepSpec:
         return next(r for r in self.rows if r.name == name)
 
 
-def _is_int(value: Any) -> bool:
+def is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -114,7 +114,7 @@ def load_sweep(path: str | Path) -> SweepSpec:
     return _build(data, node, source, path.parent, hashlib.sha256(raw).hexdigest())
 
 
-class _Reader:
+class FileReader:
     """The sweep file's top-level mapping with its nodes: typed reads, locations, and the one
     list of problems every check appends to."""
 
@@ -136,12 +136,12 @@ class _Reader:
         return value
 
 
-def _is_str(value: Any) -> bool:
+def is_str(value: Any) -> bool:
     return isinstance(value, str) and value.strip() != ""
 
 
-def _is_str_list(value: Any) -> bool:
-    return isinstance(value, list) and all(_is_str(x) for x in value)
+def is_str_list(value: Any) -> bool:
+    return isinstance(value, list) and all(is_str(x) for x in value)
 
 
 @dataclass(frozen=True)
@@ -163,40 +163,40 @@ class _TopLevel:
     corpus: Path | None
 
 
-def _top_level(r: _Reader, base: Path) -> _TopLevel:
+def _top_level(r: FileReader, base: Path) -> _TopLevel:
     for key in sorted(set(map(str, r.data)) - TOP_LEVEL_KEYS):
         r.problem(f"unknown top-level key {key!r} (known: {', '.join(sorted(TOP_LEVEL_KEYS))})",
                   key)
     paths: dict[str, Path | None] = {}
     for key in ("golden", "corpus"):
         value = r.data.get(key)
-        paths[key] = _resolve(base, value) if _is_str(value) else None
+        paths[key] = resolve_path(base, value) if is_str(value) else None
         if paths[key] is None:
             r.problem(f"missing or empty '{key}' (a path, relative to the sweep file)", key)
-    floors = r.typed("floors", _is_str_list, "a list of row names", list(DEFAULT_FLOORS))
+    floors = r.typed("floors", is_str_list, "a list of row names", list(DEFAULT_FLOORS))
     if not floors:
         r.problem("'floors' must name at least one row: a gauge without a floor measures "
                   "nothing", "floors")
     return _TopLevel(
-        name=r.typed("name", _is_str, "a string", Path(r.source).stem),
+        name=r.typed("name", is_str, "a string", Path(r.source).stem),
         description=r.typed("description", lambda v: isinstance(v, str), "a string", ""),
-        experiment=r.typed("experiment", _is_str, "a string", None),
-        k=r.typed("k", lambda v: _is_int(v) and v >= 1, "an integer >= 1", 10),
+        experiment=r.typed("experiment", is_str, "a string", None),
+        k=r.typed("k", lambda v: is_int(v) and v >= 1, "an integer >= 1", 10),
         shared=r.typed("set", lambda v: isinstance(v, dict), "a mapping of config keys", {}),
-        resamples=r.typed("resamples", lambda v: _is_int(v) and v >= 100, "an integer >= 100",
+        resamples=r.typed("resamples", lambda v: is_int(v) and v >= 100, "an integer >= 100",
                           DEFAULT_RESAMPLES),
-        seed=r.typed("seed", lambda v: _is_int(v) and v >= 0, "an integer >= 0", 0),
+        seed=r.typed("seed", lambda v: is_int(v) and v >= 0, "an integer >= 0", 0),
         floors=floors,
-        ceiling=r.typed("ceiling", lambda v: v is None or _is_str(v), "a row name or null",
+        ceiling=r.typed("ceiling", lambda v: v is None or is_str(v), "a row name or null",
                         None),
-        primary=r.typed("primary", _is_str, "a row name", None),
-        gauge=r.typed("gauge_metrics", lambda v: _is_str_list(v) and v,
+        primary=r.typed("primary", is_str, "a row name", None),
+        gauge=r.typed("gauge_metrics", lambda v: is_str_list(v) and v,
                       "a non-empty list of metric names", None),
         golden=paths["golden"], corpus=paths["corpus"])
 
 
 def _build(data: dict, node: Any, source: str, base: Path, sha256: str) -> SweepSpec:
-    r = _Reader(data, node, source)
+    r = FileReader(data, node, source)
     top = _top_level(r, base)
     rows = _rows(data.get("rows"), child(node, "rows"), source, top.shared, top.k,
                  r.problems, r.where("rows"))
@@ -207,9 +207,9 @@ def _build(data: dict, node: Any, source: str, base: Path, sha256: str) -> Sweep
     rows = _with_cutoffs(rows, data.get("cutoffs"), r.where("cutoffs"), r.problems)
     golden_set = corpus_digest = None
     if top.golden is not None:
-        golden_set, corpus_digest = _check_golden(top.golden, top.corpus, r.problems,
+        golden_set, corpus_digest = check_golden(top.golden, top.corpus, r.problems,
                                                   r.where("golden"), r.where("corpus"))
-    gauge_metrics = _check_metrics(top.gauge, golden_set, rows, r.problems,
+    gauge_metrics = check_metrics(top.gauge, golden_set, rows, r.problems,
                                    r.where("gauge_metrics"))
     if r.problems:
         raise SweepError(f"invalid sweep file {source}", r.problems)
@@ -220,7 +220,7 @@ def _build(data: dict, node: Any, source: str, base: Path, sha256: str) -> Sweep
                      corpus_digest or "")
 
 
-def _implicit_rows(r: _Reader, top: _TopLevel, names: list[str]) -> list[SweepRow]:
+def _implicit_rows(r: FileReader, top: _TopLevel, names: list[str]) -> list[SweepRow]:
     """Floors and a ceiling that name a preset but no row get an implicit row of it."""
     from kebab_mlflow.config import PRESETS, build_config
 
@@ -241,7 +241,7 @@ def _implicit_rows(r: _Reader, top: _TopLevel, names: list[str]) -> list[SweepRo
     return rows
 
 
-def _check_roles(r: _Reader, top: _TopLevel, names: list[str]) -> str | None:
+def _check_roles(r: FileReader, top: _TopLevel, names: list[str]) -> str | None:
     """The primary row (the first row by default); problems with the roles are appended."""
     primary = top.primary if top.primary is not None else (names[0] if names else None)
     if primary is not None and primary not in names:
@@ -257,7 +257,7 @@ def _check_roles(r: _Reader, top: _TopLevel, names: list[str]) -> str | None:
     return primary
 
 
-def _resolve(base: Path, value: str) -> Path:
+def resolve_path(base: Path, value: str) -> Path:
     p = Path(value).expanduser()
     return p if p.is_absolute() else base / p
 
@@ -347,7 +347,7 @@ def _row_settings(item: Mapping[str, Any], name: str, loc: str, shared: Mapping[
         problems.append(Problem(f"row {name}: 'preset' must be a string", loc))
         preset = None
     k = item.get("k", default_k)
-    if not _is_int(k) or k < 1:
+    if not is_int(k) or k < 1:
         problems.append(Problem(f"row {name}: 'k' must be an integer >= 1, got {k!r}", loc))
         k = default_k
     row_set = item.get("set", {})
@@ -355,7 +355,7 @@ def _row_settings(item: Mapping[str, Any], name: str, loc: str, shared: Mapping[
         problems.append(Problem(f"row {name}: 'set' must be a mapping of config keys", loc))
         row_set = {}
     target, concurrency = item.get("target"), item.get("concurrency", 1)
-    if target is not None and not _is_str(target):
+    if target is not None and not is_str(target):
         problems.append(Problem(f"row {name}: 'target' must be a target spec string "
                                 "(python:..., http://..., cmd:...)", loc))
     elif target is not None:
@@ -365,12 +365,12 @@ def _row_settings(item: Mapping[str, Any], name: str, loc: str, shared: Mapping[
             check_target(target)
         except TargetError as exc:
             problems.append(Problem(f"row {name}: {exc}", loc))
-    if not _is_int(concurrency) or concurrency < 1:
+    if not is_int(concurrency) or concurrency < 1:
         problems.append(Problem(f"row {name}: 'concurrency' must be an integer >= 1", loc))
     return preset, k, {**shared, **row_set, **_inline(item)}, target, concurrency
 
 
-def _check_golden(golden: Path, corpus: Path | None, problems: list[Problem],
+def check_golden(golden: Path, corpus: Path | None, problems: list[Problem],
                   where_golden: str = "", where_corpus: str = ""):
     """(the golden set or None, the corpus digest or None); problems are appended."""
     from kebab_mlflow.errors import CorpusError, GoldenSetError
@@ -400,7 +400,7 @@ def _check_golden(golden: Path, corpus: Path | None, problems: list[Problem],
     return golden_set, loaded.digest
 
 
-def _check_metrics(names: list[str] | None, golden_set: Any, rows: Sequence[SweepRow],
+def check_metrics(names: list[str] | None, golden_set: Any, rows: Sequence[SweepRow],
                    problems: list[Problem], where: str) -> tuple[str, ...]:
     from kebab_mlflow.metrics.registry import get_metric
     from kebab_mlflow.metrics.scoring import cutoffs_for

@@ -39,13 +39,13 @@ from typing import Any
 
 from kebab_mlflow.errors import ConfigError, Problem, TuneError
 from kebab_mlflow.sweep.spec import (
+    FileReader,
     SweepRow,
-    _check_golden,
-    _check_metrics,
-    _is_int,
-    _is_str,
-    _Reader,
-    _resolve,
+    check_golden,
+    check_metrics,
+    is_int,
+    is_str,
+    resolve_path,
 )
 from kebab_mlflow.yaml_source import child, location, parse
 
@@ -113,45 +113,47 @@ def load_tune(path: str | Path) -> TuneSpec:
     if not isinstance(data, dict):
         raise TuneError(f"invalid tune file {source}", [Problem(
             "top level must be a mapping with 'space'", location(source, node))])
-    return _build(_Reader(data, node, source), path.parent, hashlib.sha256(raw).hexdigest())
+    return _build(FileReader(data, node, source), path.parent, hashlib.sha256(raw).hexdigest())
 
 
-def _build(r: _Reader, base: Path, sha256: str) -> TuneSpec:
+def _build(r: FileReader, base: Path, sha256: str) -> TuneSpec:
     for key in sorted(set(map(str, r.data)) - TOP_LEVEL_KEYS):
         r.problem(f"unknown top-level key {key!r} (known: {', '.join(sorted(TOP_LEVEL_KEYS))})",
                   key)
     paths = {}
     for key in ("train", "test", "corpus"):
         value = r.data.get(key)
-        paths[key] = _resolve(base, value) if _is_str(value) else None
+        paths[key] = resolve_path(base, value) if is_str(value) else None
         if paths[key] is None:
             r.problem(f"missing or empty '{key}' (a path, relative to the tune file)", key)
-    preset = r.typed("preset", _is_str, "a preset name", "naive_baseline")
-    k = r.typed("k", lambda v: _is_int(v) and v >= 1, "an integer >= 1", 10)
+    preset = r.typed("preset", is_str, "a preset name", "naive_baseline")
+    k = r.typed("k", lambda v: is_int(v) and v >= 1, "an integer >= 1", 10)
     shared = r.typed("set", lambda v: isinstance(v, dict), "a mapping of config keys", {})
-    trials = r.typed("trials", lambda v: _is_int(v) and v >= 1, "an integer >= 1", 20)
-    startup = r.typed("startup_trials", lambda v: _is_int(v) and v >= 1, "an integer >= 1",
+    trials = r.typed("trials", lambda v: is_int(v) and v >= 1, "an integer >= 1", 20)
+    startup = r.typed("startup_trials", lambda v: is_int(v) and v >= 1, "an integer >= 1",
                       min(10, trials))
     _check_config(r, preset, shared, "set")
     space = _space(r, preset, shared)
     b_preset, b_set = _baseline(r, preset, shared)
     sets = _golden_sets(r, paths)
-    gates = r.typed("gates", lambda v: isinstance(v, list) and v and all(map(_is_str, v)),
+    gates = r.typed("gates", lambda v: isinstance(v, list) and v and all(map(is_str, v)),
                     "a non-empty list of metric names", None)
     objective = _objective(r, sets.get("train"), preset, k)
+    name = r.typed("name", is_str, "a string", Path(r.source).stem)
+    description = r.typed("description", lambda v: isinstance(v, str), "a string", "")
+    experiment = r.typed("experiment", is_str, "a string", None)
+    seed = r.typed("seed", lambda v: is_int(v) and v >= 0, "an integer >= 0", 0)
     if r.problems:
         raise TuneError(f"invalid tune file {r.source}", r.problems)
     return TuneSpec(
-        r.source, sha256, r.typed("name", _is_str, "a string", Path(r.source).stem),
-        r.typed("description", lambda v: isinstance(v, str), "a string", ""),
-        r.typed("experiment", _is_str, "a string", None), str(paths["train"]),
+        r.source, sha256, name, description, experiment, str(paths["train"]),
         str(paths["test"]), str(paths["corpus"]), preset, k, dict(shared), objective, trials,
-        startup, r.typed("seed", lambda v: _is_int(v) and v >= 0, "an integer >= 0", 0), space,
-        b_preset, b_set, tuple(gates) if gates else None, sets["train"].digest,
-        sets["test"].digest, len(sets["train"]), len(sets["test"]), sets["corpus"] or "")
+        startup, seed, space, b_preset, b_set, tuple(gates) if gates else None,
+        sets["train"].digest, sets["test"].digest, len(sets["train"]), len(sets["test"]),
+        sets["corpus"] or "")
 
 
-def _check_config(r: _Reader, preset: str, overrides: Mapping[str, Any], key: str,
+def _check_config(r: FileReader, preset: str, overrides: Mapping[str, Any], key: str,
                   what: str = "") -> bool:
     from kebab_mlflow.config import build_config
 
@@ -172,7 +174,7 @@ def _key_type(key: str) -> type | None:
     return NULLABLE_TYPES.get(key, type(None)) if default is None else type(default)
 
 
-def _space(r: _Reader, preset: str, shared: Mapping[str, Any]) -> tuple[SpaceParam, ...]:
+def _space(r: FileReader, preset: str, shared: Mapping[str, Any]) -> tuple[SpaceParam, ...]:
     from kebab_mlflow.config import valid_keys
 
     space, node = r.data.get("space"), child(r.node, "space")
@@ -211,7 +213,7 @@ def _param(key: str, kind: type, value: Any, at: str, problems: list[Problem]
     elif numeric and (isinstance(value, list) and len(value) == 2 or isinstance(value, dict)):
         low, high, log = _bounds(value)
         ok = (kind is float and all(isinstance(v, int | float) and not isinstance(v, bool)
-                                    for v in (low, high))) or all(_is_int(v) for v in (low, high))
+                                    for v in (low, high))) or all(is_int(v) for v in (low, high))
         if ok and low < high and isinstance(log, bool) and (not log or low > 0):
             return SpaceParam(key, kind.__name__, low, high, log)
         problems.append(Problem(f"space: {key} needs low < high, both {kind.__name__}s"
@@ -232,7 +234,7 @@ def _bounds(value: Any) -> tuple[Any, Any, Any]:
     return value.get("low"), value.get("high"), value.get("log", False)
 
 
-def _values_valid(r: _Reader, preset: str, shared: Mapping[str, Any], param: SpaceParam,
+def _values_valid(r: FileReader, preset: str, shared: Mapping[str, Any], param: SpaceParam,
                   at: str) -> bool:
     """Every choice, and both ends of a range, is a setting the configuration accepts."""
     from kebab_mlflow.config import build_config
@@ -247,27 +249,27 @@ def _values_valid(r: _Reader, preset: str, shared: Mapping[str, Any], param: Spa
     return len(r.problems) == count
 
 
-def _baseline(r: _Reader, preset: str, shared: Mapping[str, Any]) -> tuple[str, dict]:
+def _baseline(r: FileReader, preset: str, shared: Mapping[str, Any]) -> tuple[str, dict]:
     """The baseline the best configuration is compared with on test (default: preset + set)."""
     value = r.data.get("baseline", {})
     if not isinstance(value, dict) or set(value) - {"preset", "set"}:
         r.problem("'baseline' must be a mapping with 'preset' and/or 'set'", "baseline")
         return preset, dict(shared)
     b_preset, b_set = value.get("preset", preset), value.get("set", shared)
-    if not _is_str(b_preset) or not isinstance(b_set, dict):
+    if not is_str(b_preset) or not isinstance(b_set, dict):
         r.problem("'baseline': 'preset' must be a preset name and 'set' a mapping", "baseline")
         return preset, dict(shared)
     _check_config(r, b_preset, b_set, "baseline", " baseline")
     return b_preset, dict(b_set)
 
 
-def _golden_sets(r: _Reader, paths: Mapping[str, Path | None]) -> dict[str, Any]:
+def _golden_sets(r: FileReader, paths: Mapping[str, Path | None]) -> dict[str, Any]:
     """The train and test golden sets (each checked against the corpus) and the corpus digest;
     a query id or text on both sides is a problem."""
     sets: dict[str, Any] = {"train": None, "test": None, "corpus": None}
     for side in ("train", "test"):
         if paths[side] is not None:
-            sets[side], sets["corpus"] = _check_golden(paths[side], paths["corpus"], r.problems,
+            sets[side], sets["corpus"] = check_golden(paths[side], paths["corpus"], r.problems,
                                                        r.where(side), r.where("corpus"))
     train, test = sets["train"], sets["test"]
     if train is not None and test is not None:
@@ -282,12 +284,12 @@ def _golden_sets(r: _Reader, paths: Mapping[str, Path | None]) -> dict[str, Any]
     return sets
 
 
-def _objective(r: _Reader, train: Any, preset: str, k: int) -> str:
+def _objective(r: FileReader, train: Any, preset: str, k: int) -> str:
     has_chunk = train is not None and any(q.has_chunk_truth for q in train.queries)
-    objective = r.typed("objective", _is_str, "a metric name", "mrr" if has_chunk or train is None
+    objective = r.typed("objective", is_str, "a metric name", "mrr" if has_chunk or train is None
                         else "mrr_doc")
     found: list[Problem] = []
-    _check_metrics([objective], train, [SweepRow("tune", preset, {}, k, "primary")], found,
+    check_metrics([objective], train, [SweepRow("tune", preset, {}, k, "primary")], found,
                    r.where("objective"))
     r.problems += [Problem(p.message.replace("gauge_metrics: ", "objective: ")
                            .replace("the gauge needs", "tune maximizes"), p.location)

@@ -121,6 +121,9 @@ def run_tune(spec: TuneSpec, *, experiment: str | None = None,
             on_event(f"best: trial {best.number} ({_params_text(best.params)}), "
                      f"{spec.objective} {best.value:.4f} on train; judging it on test")
             judged = _judge(spec, tracker, experiment, evaluate, best)
+            result = TuneResult(parent_id, experiment_id, spec.objective, tuple(trials), best,
+                                *judged, tracker.ui_command(), time.perf_counter() - t0)
+            _publish(tracker, spec, result)
     except (KeyboardInterrupt, RunInterrupted):
         tracker.end_run_quietly(parent_id, "KILLED")
         _kill_running_children(tracker, experiment_id, parent_id)
@@ -128,9 +131,6 @@ def run_tune(spec: TuneSpec, *, experiment: str | None = None,
     except BaseException:
         tracker.end_run_quietly(parent_id, "FAILED")
         raise
-    result = TuneResult(parent_id, experiment_id, spec.objective, tuple(trials), best,
-                        *judged, tracker.ui_command(), time.perf_counter() - t0)
-    _publish(tracker, spec, result)
     return result
 
 
