@@ -16,7 +16,7 @@ from kebab_mlflow.golden import load_golden_set
 from kebab_mlflow.tracking.log import log_run, run_tags
 
 __all__ = ["compare", "evaluate", "load_golden_set", "log_run", "reference_pipeline",
-           "run_sweep"]
+           "run_sweep", "tune"]
 
 
 def compare(baseline: EvalResult | str, candidate: EvalResult | str, *,
@@ -62,3 +62,15 @@ def run_sweep(path: str | Path, *, experiment: str | None = None,
 
     return run(load_sweep(path), experiment=experiment, tracking_uri=tracking_uri, jobs=jobs,
                resume=resume)
+
+
+def tune(path: str | Path, *, trials: int | None = None, experiment: str | None = None,
+         tracking_uri: str | None = None) -> Any:
+    """Run the tune file at ``path`` (a seeded TPE search on its train set, the best judged on
+    its test set); its :class:`~kebab_mlflow.sweep.tuning.TuneResult`. Needs optuna."""
+    from kebab_mlflow.sweep.tune_spec import load_tune
+    from kebab_mlflow.sweep.tuning import require_optuna, run_tune
+
+    require_optuna()
+    return run_tune(load_tune(path).with_trials(trials), experiment=experiment,
+                    tracking_uri=tracking_uri)

@@ -54,8 +54,11 @@ def test_the_shipped_tune_file_and_splits_are_valid_and_disjoint():
 
 
 def test_same_seed_same_best_parameters_and_runs_nested(tmp_path, store_uri):
+    import kebab_mlflow as km
+
     path = _tune_file(tmp_path, SMALL)
-    first, second = _tune(path, store_uri), _tune(path, store_uri)
+    first = _tune(path, store_uri)  # the CLI, then the Python API: the same search
+    second = km.tune(path, tracking_uri=store_uri).as_json()
     assert first["parent_run_id"] != second["parent_run_id"]
     assert first["best_params"] == second["best_params"]  # bit for bit: floats compared exactly
     assert [t["params"] for t in first["trials"]] == [t["params"] for t in second["trials"]]

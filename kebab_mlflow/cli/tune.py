@@ -6,7 +6,6 @@ Exit codes: 0 the best configuration is Better or Same than the baseline on the 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 from typing import Annotated
@@ -37,10 +36,7 @@ def tune(
     from kebab_mlflow.sweep.tuning import require_optuna, run_tune
 
     require_optuna()  # before anything else: without the extra, exit 2 with the hint
-    spec = load_tune(file)
-    if trials is not None:
-        spec = dataclasses.replace(spec, trials=trials,
-                                   startup_trials=min(spec.startup_trials, trials))
+    spec = load_tune(file).with_trials(trials)
     result = run_tune(spec, experiment=experiment, tracking_uri=tracking_uri,
                       on_event=lambda s: err.print(f"… {s}", highlight=False))
     if as_json:

@@ -31,6 +31,7 @@ never saw.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -98,6 +99,13 @@ class TuneSpec:
     n_train: int = 0
     n_test: int = 0
     corpus_sha256: str = ""
+
+    def with_trials(self, trials: int | None) -> TuneSpec:
+        """This search with another number of trials (``--trials``); None: unchanged."""
+        if trials is None:
+            return self
+        return dataclasses.replace(self, trials=trials,
+                                   startup_trials=min(self.startup_trials, trials))
 
 
 def load_tune(path: str | Path) -> TuneSpec:
