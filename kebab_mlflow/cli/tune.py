@@ -32,6 +32,7 @@ def tune(
     from kebab_mlflow.cli.compare import _table as compare_table
     from kebab_mlflow.cli.console import err, out, table
     from kebab_mlflow.formatting import number
+    from kebab_mlflow.sweep.grid import labels
     from kebab_mlflow.sweep.tune_spec import load_tune
     from kebab_mlflow.sweep.tuning import require_optuna, run_tune
 
@@ -44,8 +45,9 @@ def tune(
     else:
         ranked = sorted(result.trials, key=lambda t: -t.value)[:10]
         keys = [p.key for p in spec.space]
-        out.print(table(f"best trials on train ({spec.objective})", ["trial", *keys,
-                                                                      spec.objective],
+        short = labels(keys)  # k1, b: the names grid rows use, so the table fits 80 columns
+        out.print(table(f"best trials on train ({spec.objective})",
+                        ["trial", *(short[k] for k in keys), spec.objective],
                         [(str(t.number), *(number(t.params[k]) if isinstance(t.params[k], float)
                                            else str(t.params[k]) for k in keys),
                           number(t.value)) for t in ranked]))
