@@ -115,8 +115,8 @@ def load_sweep(path: str | Path) -> SweepSpec:
 
 
 class FileReader:
-    """The sweep file's top-level mapping with its nodes: typed reads, locations, and the one
-    list of problems every check appends to."""
+    """A YAML input's top-level mapping with its nodes (the sweep file, the tune file): typed
+    reads, locations, and the one list of problems every check appends to."""
 
     def __init__(self, data: dict, node: Any, source: str):
         self.data, self.node, self.source = data, node, source
