@@ -1,7 +1,7 @@
 """CLI command: tune (registered on kebab_mlflow.cli.app).
 
 Exit codes: 0 the best configuration is Better or Same than the baseline on the test set,
-1 Regressed, 2 bad input (or optuna missing), 130 interrupted.
+1 Regressed or Inconclusive (as compare), 2 bad input (or optuna missing), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ def tune(
 ) -> None:
     """Search config ranges with a seeded TPE sampler on the TRAIN golden set (each trial a
     child run), then judge the best configuration once on the TEST set against the baseline.
-    Exit 1 when it is Regressed there."""
-    from kebab_mlflow.cli.compare import _table as compare_table
+    Exit 1 when it is Regressed (or Inconclusive) there."""
+    from kebab_mlflow.cli.compare_table import render_table
     from kebab_mlflow.cli.console import err, out, table
     from kebab_mlflow.formatting import number
     from kebab_mlflow.sweep.grid import labels
@@ -55,7 +55,9 @@ def tune(
                   f"{number(result.best.value)} on train (baseline "
                   f"{number(result.train_baseline)}); on the held-out test set "
                   f"({spec.n_test} queries) against the baseline:", highlight=False)
-        compare_table(result.comparison, to_file=False)
+        terminal = out.is_terminal
+        typer.echo(render_table(result.comparison, width=out.width if terminal else None,
+                                wide=not terminal, color=terminal), nl=False)
         err.print(f"tune [bold]{result.parent_run_id}[/] in {result.wall_s:.1f} s; "
                   f"open the MLflow UI: [cyan]{result.ui_command}[/]")
     if result.comparison.exit_code:

@@ -146,7 +146,7 @@ def _build(r: FileReader, base: Path, sha256: str) -> TuneSpec:
     sets = _golden_sets(r, paths)
     gates = r.typed("gates", lambda v: isinstance(v, list) and v and all(map(is_str, v)),
                     "a non-empty list of metric names", None)
-    objective = _objective(r, sets.get("train"), preset, k)
+    objective = _objective(r, sets, preset, k)
     name = r.typed("name", is_str, "a string", Path(r.source).stem)
     description = r.typed("description", lambda v: isinstance(v, str), "a string", "")
     experiment = r.typed("experiment", is_str, "a string", None)
@@ -292,14 +292,21 @@ def _golden_sets(r: FileReader, paths: Mapping[str, Path | None]) -> dict[str, A
     return sets
 
 
-def _objective(r: FileReader, train: Any, preset: str, k: int) -> str:
+def _objective(r: FileReader, sets: Mapping[str, Any], preset: str, k: int) -> str:
+    """The maximized metric: it must have ground truth in train (where it is maximized) and in
+    test (where, as compare's primary metric, it decides the verdict)."""
+    train = sets.get("train")
     has_chunk = train is not None and any(q.has_chunk_truth for q in train.queries)
     objective = r.typed("objective", is_str, "a metric name", "mrr" if has_chunk or train is None
                         else "mrr_doc")
     found: list[Problem] = []
-    check_metrics([objective], train, [SweepRow("tune", preset, {}, k, "primary")], found,
-                   r.where("objective"))
+    for side in ("train", "test"):
+        if sets.get(side) is not None or side == "train":
+            check_metrics([objective], sets.get(side), [SweepRow("tune", preset, {}, k,
+                                                                 "primary")], found,
+                          r.where("objective"))
+    unique = list(dict.fromkeys(found))
     r.problems += [Problem(p.message.replace("gauge_metrics: ", "objective: ")
                            .replace("the gauge needs", "tune maximizes"), p.location)
-                   for p in found]
+                   for p in unique]
     return objective

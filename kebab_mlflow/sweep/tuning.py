@@ -187,7 +187,9 @@ def _judge(spec: TuneSpec, tracker: Any, experiment: str, evaluate: Callable[...
     best_run = evaluate(spec.test, spec.preset, {**spec.overrides, **best.params},
                         "test-best", "test-best", {"kebab.tune_trial": str(best.number)})
     sides = cmp.load_pair(tracker, experiment, base.run_id, best_run.run_id)
-    options = cmp.CompareOptions(gates=spec.gates, seed=spec.seed)
+    # the objective decides the verdict (compare's primary metric); gates share Holm with it
+    options = cmp.CompareOptions(primary=spec.objective, seed=spec.seed,
+                                 gates=tuple(g for g in spec.gates or () if g != spec.objective))
     comparison = cmp.compare_runs(*sides, options)
     cmp.record(tracker, comparison)
     return (train_base.aggregate["overall"].get(spec.objective), base.run_id, best_run.run_id,
