@@ -598,3 +598,20 @@ def test_terminal_tables_fit_80_columns_and_pipes_get_everything(tmp_path, store
     assert "row bm25: FINISHED" in res.stderr and " hit_at_5 " in res.stderr  # per-row lines
     wide = _cli(["sweep", str(path), "--tracking-uri", store_uri, "--wide"])
     assert "primary [95% CI]" in wide.stdout and max(map(len, wide.stdout.splitlines())) > 80
+
+
+def test_headline_metrics_are_those_with_ground_truth_in_the_golden_set():
+    """Issue 22: on a doc-level-only (BEIR) set the chunk-level metrics are null in every row,
+    so the rows table and the leaderboard show the doc-level ones, not columns of dashes."""
+    from types import SimpleNamespace
+
+    from kebab_mlflow.sweep.outputs import headline_metrics
+    from kebab_mlflow.sweep.spec import RowOutcome
+
+    spec = SimpleNamespace(gauge_metrics=("mrr_doc", "ndcg_at_10_doc"))
+    doc_only = {"hit_at_5": None, "mrr": None, "precision_at_5_chunk": None,
+                "recall_at_10_doc": 0.8, "mrr_doc": 0.6, "ndcg_at_10_doc": 0.7}
+    rows = {n: RowOutcome(n, "variant", n, "FINISHED", overall=doc_only) for n in "ab"}
+    shown = headline_metrics(spec, rows)
+    assert shown[:2] == ["mrr_doc", "ndcg_at_10_doc"] and "recall_at_10_doc" in shown
+    assert not {"hit_at_5", "mrr", "precision_at_5_chunk"} & set(shown)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import logging
 import os
 import threading
 import time
@@ -165,8 +166,10 @@ class DaskExecutor:
             raise InputError("--executor dask needs the `dask` extra: pip install "
                              "'kebab-mlflow[dask]'") from None
         if self.address is None:
+            # its own shutdown chatter ("still alive after 4 s, killing") is no news here
             self.cluster = distributed.LocalCluster(n_workers=self.jobs, threads_per_worker=1,
-                                                    processes=True, dashboard_address=None)
+                                                    processes=True, dashboard_address=None,
+                                                    silence_logs=logging.ERROR)
             self.client = distributed.Client(self.cluster)
         else:
             try:
