@@ -17,8 +17,8 @@ each; ``dask:tcp://host:8786`` uses an existing cluster. Dask reschedules a task
 died (up to the scheduler's ``allowed-failures``, default 3) — a row is then *retried* on another
 worker, and the child run the dead worker left RUNNING ends FAILED when the sweep ends; past
 that limit the row is recorded FAILED. On Ctrl-C/SIGTERM the sweep sets a cluster-wide
-:class:`distributed.Event`; a running row sees it within half a second and ends KILLED, pending
-rows are cancelled.
+:class:`distributed.Event`; a running row sees it within half a second and ends KILLED, a queued
+one ends before it starts; the sweep waits for both before it ends its runs.
 """
 
 from __future__ import annotations
@@ -151,7 +151,6 @@ class DaskExecutor:
         self.address, self.jobs = address, jobs
         self.client: Any = None
         self.cluster: Any = None
-        self.executor: Any = None
         self.event: Any = None
         self.futures: list[Future] = []
         self.slots = jobs
@@ -179,33 +178,41 @@ class DaskExecutor:
                                  f"there ({exc})") from None
             self.slots = max(1, sum(self.client.nthreads().values()))
         self.event = distributed.Event(cancel_name, client=self.client)
-        self.executor = self.client.get_executor(pure=False)
+        self.event.clear()  # a resumed sweep reuses the name of the one interrupted before
 
     def submit(self, fn: Callable, *args: Any) -> Future:
-        future = self.executor.submit(run_cancellable, self.event.name, fn, *args)
-        self.futures.append(future)
-        return future
+        """The Dask future, mirrored into a concurrent.futures one for the row loop."""
+        remote = self.client.submit(run_cancellable, self.event.name, fn, *args, pure=False)
+        local: Future = Future()
+
+        def mirror(done: Any) -> None:
+            try:
+                local.set_result(done.result())
+            except BaseException as exc:  # noqa: BLE001 - handed to the row loop
+                local.set_exception(exc)
+
+        remote.add_done_callback(mirror)
+        self.futures.append(remote)
+        return local
 
     def cancel(self) -> None:
+        """Set the cancel event: a running row stops within half a second and ends KILLED, a
+        queued one ends before it starts; wait for them all (at most CANCEL_GRACE_S)."""
         if self.client is None:
             return
         with contextlib.suppress(Exception):
+            import distributed
+
             self.event.set()
-            for future in self.futures:
-                future.cancel()  # the pending ones; running ones stop at the event
-            wait([f for f in self.futures if f.running()], timeout=CANCEL_GRACE_S)
+            distributed.wait(self.futures, timeout=CANCEL_GRACE_S)
         self.close()
 
     def close(self) -> None:
-        with contextlib.suppress(Exception):
-            if self.event is not None:
-                self.event.clear()
-        for thing in (self.executor, self.client, self.cluster):
-            if thing is None:
-                continue
-            with contextlib.suppress(Exception):
-                thing.shutdown(wait=False) if thing is self.executor else thing.close()
-        self.client = self.cluster = self.executor = None
+        for thing in (self.client, self.cluster):
+            if thing is not None:
+                with contextlib.suppress(Exception):
+                    thing.close()
+        self.client = self.cluster = None
 
 
 CHECK_EVERY_S = 0.5
@@ -218,7 +225,11 @@ def run_cancellable(event_name: str, fn: Callable, *args: Any) -> Any:
     so the row ends KILLED as it would in a local process."""
     import distributed
 
+    from kebab_mlflow.errors import RunInterrupted
+
     event = distributed.Event(event_name)
+    if event.is_set():  # queued when the sweep was interrupted: never starts
+        raise RunInterrupted("the sweep was interrupted before this row started")
     task_thread = threading.get_ident()
     finished = threading.Event()
 
