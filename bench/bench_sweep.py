@@ -1,16 +1,19 @@
-"""Sweep wall time: a five-row SciFact sweep with ``--jobs 2`` against ``--jobs 1``.
+"""Sweep wall time: eight SciFact rows of several seconds each, run with ``--jobs 1``,
+``--jobs 2`` (local processes) and ``--executor dask --jobs 2`` (a LocalCluster the sweep starts),
+plus the five-row fixture-size SciFact sweep's ``--jobs 2 / --jobs 1`` ratio for reference.
 
-Rows: BM25 (primary), BM25 k1=1.2 (variant), random_retrieval and single_chunk (floors), oracle
-(ceiling); chunker.mode=document (SciFact's ground truth is per document), k=10, the 300
-queries of the test split. Each sweep is the real CLI (``kebab-mlflow sweep FILE --json``) in
-a fresh process, against one SQLite store created beforehand; the index cache is warmed first
-so both settings load the same cached indexes. Runs alternate (1, 2, 1, 2, ...) so background
-load hits both alike; the table reports each run and the ratio of the medians. The last run's
-gauge is printed too (the README's SciFact figures).
+The long sweep: the 300 SciFact test queries against the whole-document index at depth 1000 (the
+per-query records, 1000 hits each, and the metrics at every cut-off are what make a row cost
+~5 s): BM25 (primary), six BM25 variants (k1, b) and the random floor. Each sweep is the real CLI
+(``kebab-mlflow sweep FILE --json``) in a fresh process against one SQLite store created
+beforehand; the index cache (``KEBAB_CACHE_DIR``, which the Dask workers inherit) is warmed
+first. Settings alternate within each repeat so background load hits them alike; the table
+reports each run and the ratio of the medians. Per-row overhead of Dask: what a row costs beyond
+its own work, ``(jobs × wall − Σ row seconds) / rows`` for each setting, the difference between
+the Dask and the local figure being what scheduling, shipping the task and its reply, and the
+cluster's start cost a row.
 
-    .venv/bin/python bench/bench_sweep.py [--repeats 2] [--cold]
-
-``--cold`` empties the index cache before every sweep instead (a first sweep over a new corpus).
+    .venv/bin/python bench/bench_sweep.py [--repeats 1]
 """
 
 from __future__ import annotations
@@ -18,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -30,7 +32,28 @@ ROOT = Path(__file__).resolve().parent.parent
 SCIFACT = ROOT.parent / "shared" / "datasets" / "scifact"
 RESULTS = ROOT / "bench" / "results" / "bench_sweep.txt"
 
-SWEEP = """\
+LONG = """\
+name: scifact-depth-1000
+golden: {golden}
+corpus: {corpus}
+k: 1000
+set: {{chunker.mode: document}}
+primary: bm25
+floors: [random_retrieval]
+gauge_metrics: [mrr_doc, ndcg_at_10_doc]
+resamples: 2000
+seed: 0
+rows:
+  - {{name: bm25}}
+  - {{name: bm25_k1_0.6, bm25.k1: 0.6}}
+  - {{name: bm25_k1_0.9, bm25.k1: 0.9}}
+  - {{name: bm25_k1_1.5, bm25.k1: 1.5}}
+  - {{name: bm25_b_0.3, bm25.b: 0.3}}
+  - {{name: bm25_b_0.5, bm25.b: 0.5}}
+  - {{name: bm25_b_0.9, bm25.b: 0.9}}
+"""  # + the implicit floor row random_retrieval: eight rows
+
+SHORT = """\
 name: scifact-test
 golden: {golden}
 corpus: {corpus}
@@ -45,82 +68,109 @@ seed: 0
 rows:
   - {{name: bm25, preset: naive_baseline}}
   - {{name: bm25_k1_1.2, preset: naive_baseline, bm25.k1: 1.2}}
-"""  # + the implicit rows random_retrieval, single_chunk (floors) and oracle (ceiling)
+"""  # + random_retrieval, single_chunk (floors) and oracle (ceiling): five rows
+
+LONG_SETTINGS = (("--jobs 1", ["--jobs", "1"]), ("--jobs 2", ["--jobs", "2"]),
+                 ("--executor dask --jobs 2", ["--executor", "dask", "--jobs", "2"]))
+SHORT_SETTINGS = LONG_SETTINGS[:2]
 
 
 def cli() -> list[str]:
     return [sys.executable, "-c", "from kebab_mlflow.cli import main; main()"]
 
 
+def sweep(path: Path, args: list[str], uri: str, env: dict, cwd: Path) -> tuple[float, dict]:
+    t0 = time.perf_counter()
+    proc = subprocess.run([*cli(), "sweep", str(path), *args, "--tracking-uri", uri, "--json"],
+                          env=env, cwd=cwd, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        sys.exit(f"sweep {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr}")
+    return wall, json.loads(proc.stdout)
+
+
+def warm(path: Path) -> None:
+    from kebab_mlflow.config import build_config
+    from kebab_mlflow.pipeline.reference import build_pipeline
+    from kebab_mlflow.sweep.spec import load_sweep
+
+    spec = load_sweep(path)
+    for row in spec.rows:  # the index cache (chunks, BM25 weights) for every setting
+        build_pipeline(build_config(row.preset, dict(row.overrides)), spec.corpus)
+
+
+def measure(settings, path: Path, repeats: int, uri: str, env: dict, work: Path, loads: list):
+    walls: dict[str, list[float]] = {name: [] for name, _ in settings}
+    row_s: dict[str, list[float]] = {name: [] for name, _ in settings}
+    last: dict = {}
+    for _ in range(repeats):
+        for name, args in settings:
+            wall, out = sweep(path, args, uri, env, work)
+            walls[name].append(wall)
+            row_s[name].append(sum(out["row_seconds"].values()))
+            loads.append(os.getloadavg()[0])
+            last = out
+            print(f"  {path.stem} {name}: {wall:6.1f} s, rows {row_s[name][-1]:.1f} s "
+                  f"(load average {loads[-1]:.1f})", flush=True)
+    return walls, row_s, last
+
+
+def table(walls: dict, row_s: dict, n_rows: int, jobs_of: dict) -> list[str]:
+    base = statistics.median(walls["--jobs 1"])
+    lines = ["| setting | runs (s) | median (s) | ratio to --jobs 1 | Σ row work (s) | "
+             "overhead per row (s) |", "|---|---|---|---|---|---|"]
+    for name, runs in walls.items():
+        med = statistics.median(runs)
+        work = statistics.median(row_s[name])
+        overhead = (jobs_of[name] * med - work) / n_rows
+        lines.append(f"| {name} | {', '.join(f'{t:.1f}' for t in runs)} | {med:.1f} | "
+                     f"{med / base:.2f} | {work:.1f} | {overhead:.2f} |")
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--cold", action="store_true",
-                        help="empty the index cache before every sweep (a first sweep over a "
-                             "new corpus: each BM25 row builds its index)")
+    parser.add_argument("--repeats", type=int, default=1)
     args = parser.parse_args()
 
-    from kebab_mlflow.config import build_config
     from kebab_mlflow.importers.beir import import_beir
-    from kebab_mlflow.pipeline.reference import build_pipeline
     from kebab_mlflow.sweep.outputs import GAUGE_COLUMNS, gauge_rows
-    from kebab_mlflow.sweep.spec import load_sweep
 
     work = Path(tempfile.mkdtemp(prefix="bench-sweep-"))
     env = {**os.environ, "KEBAB_CACHE_DIR": str(work / "cache")}
     os.environ["KEBAB_CACHE_DIR"] = env["KEBAB_CACHE_DIR"]
     golden = work / "scifact.yaml"
     import_beir(SCIFACT, "test", golden, None)
-    sweep_file = work / "sweep.yaml"
-    sweep_file.write_text(SWEEP.format(golden=golden, corpus=SCIFACT / "corpus.jsonl.gz"))
-    spec = load_sweep(sweep_file)
-    for row in spec.rows:  # warm the index cache (chunks, BM25 weights) for both settings
-        build_pipeline(build_config(row.preset, dict(row.overrides)), spec.corpus)
+    paths = {}
+    for name, text in (("long", LONG), ("short", SHORT)):
+        paths[name] = work / f"{name}.yaml"
+        paths[name].write_text(text.format(golden=golden, corpus=SCIFACT / "corpus.jsonl.gz"))
+        warm(paths[name])
     uri = f"sqlite:///{work / 'store' / 'mlflow.db'}"
     subprocess.run([*cli(), "runs", "--tracking-uri", uri], env=env, cwd=work,
                    capture_output=True, check=False)  # creates the store and its tables
 
-    timings: dict[int, list[float]] = {1: [], 2: []}
-    last: dict = {}
     loads: list[float] = []
-    for _ in range(args.repeats):
-        for jobs in (1, 2):
-            if args.cold:
-                shutil.rmtree(work / "cache", ignore_errors=True)
-            t0 = time.perf_counter()
-            proc = subprocess.run([*cli(), "sweep", str(sweep_file), "--jobs", str(jobs),
-                                   "--tracking-uri", uri, "--json"], env=env, cwd=work,
-                                  capture_output=True, text=True, check=False)
-            wall = time.perf_counter() - t0
-            if proc.returncode != 0:
-                sys.exit(f"sweep --jobs {jobs} failed ({proc.returncode}):\n{proc.stderr}")
-            timings[jobs].append(wall)
-            loads.append(os.getloadavg()[0])
-            last = json.loads(proc.stdout)
-            print(f"  --jobs {jobs}: {wall:6.1f} s (load average {loads[-1]:.1f})", flush=True)
-
-    med = {j: statistics.median(t) for j, t in timings.items()}
-    lines = [f"five-row SciFact sweep ({len(spec.query_ids)} test queries, rows: "
-             f"{', '.join(r.name for r in spec.rows)}), {os.cpu_count()} CPUs, "
-             f"{args.repeats} alternating repeat(s), "
-             f"{'index cache emptied before each sweep' if args.cold else 'warm index cache'}, "
-             "whole CLI process; "
-             f"1-minute load average during the runs {min(loads):.1f}-{max(loads):.1f} "
-             "(other work on the machine)",
-             "",
-             "| setting | runs (s) | median (s) |",
-             "|---|---|---|"]
-    for jobs in (1, 2):
-        lines.append(f"| --jobs {jobs} | {', '.join(f'{t:.1f}' for t in timings[jobs])} | "
-                     f"{med[jobs]:.1f} |")
-    lines += ["", f"wall-time ratio --jobs 2 / --jobs 1 = {med[2] / med[1]:.2f} (goal <= 0.65)",
-              "", f"gauge of the last run (overall: {last['signal_state']}):", "",
-              "| " + " | ".join(GAUGE_COLUMNS) + " |", "|" + "---|" * len(GAUGE_COLUMNS)]
+    jobs_of = {"--jobs 1": 1, "--jobs 2": 2, "--executor dask --jobs 2": 2}
+    walls, row_s, last = measure(LONG_SETTINGS, paths["long"], args.repeats, uri, env, work,
+                                 loads)
+    s_walls, s_row_s, _ = measure(SHORT_SETTINGS, paths["short"], args.repeats, uri, env, work,
+                                  loads)
+    lines = [f"eight-row SciFact sweep at depth 1000 ({', '.join(last['rows'])}; 300 test "
+             f"queries), {os.cpu_count()} CPUs, {args.repeats} alternating repeat(s), warm "
+             "index cache, whole CLI process; 1-minute load average during the runs "
+             f"{min(loads):.1f}-{max(loads):.1f} (other work on the machine)", "",
+             *table(walls, row_s, 8, jobs_of), "",
+             "goals: --jobs 2 <= 0.60, --executor dask --jobs 2 <= 0.65 of --jobs 1", "",
+             "five-row SciFact sweep at depth 10 (the fixture-size reference):", "",
+             *table(s_walls, s_row_s, 5, jobs_of), "",
+             f"gauge of the last eight-row run (overall: {last['signal_state']}):", "",
+             "| " + " | ".join(GAUGE_COLUMNS) + " |", "|" + "---|" * len(GAUGE_COLUMNS)]
     lines += ["| " + " | ".join(r) + " |" for r in gauge_rows(last["gauge"])]
     text = "\n".join(lines) + "\n"
     print(text)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    (RESULTS.with_name("bench_sweep_cold.txt") if args.cold else RESULTS).write_text(text)
+    RESULTS.write_text(text)
 
 
 if __name__ == "__main__":

@@ -317,33 +317,73 @@ def test_resume_reruns_only_the_killed_row(tmp_path, store_uri):
     assert len(_children(store_uri, parent_id)) == 5
 
 
-SLOW_TARGET = """\
-import time
+BLOCKING_TARGET = """\
+import os, pathlib, time
 from kebab_mlflow.records import Hit
 
+HERE = pathlib.Path(__file__).parent
+DEADLINE = time.monotonic() + 120  # whatever happens, this process blocks 120 s at most
+
 def search(query, k):
-    time.sleep(0.2)
+    # the first query writes this process's pid (the test's event); then it blocks until the
+    # test writes `fast` (at most 120 s), so the row is certainly running when a signal comes
+    if not (HERE / "fast").exists():
+        started = HERE / "started"
+        if not started.exists():
+            started.write_text(str(os.getpid()))
+        while not (HERE / "fast").exists() and time.monotonic() < DEADLINE:
+            time.sleep(0.05)
     return [Hit("harbor-transit#0", "harbor-transit", 1.0, 1)]
 """
 
 
-def test_sigterm_with_jobs_ends_runs_killed_without_idle_worker_tracebacks(tmp_path, store_uri):
-    slow = write(tmp_path / "slow.py", SLOW_TARGET)
-    path = _sweep_file(tmp_path, f"""\
+def _blocking_sweep(tmp_path: Path) -> Path:
+    target = write(tmp_path / "blocking.py", BLOCKING_TARGET)
+    return _sweep_file(tmp_path, f"""\
 floors: [random_retrieval]
 gauge_metrics: [hit_at_5]
 rows:
-  - {{name: slow, target: 'python:{slow}:search'}}
+  - {{name: slow, target: 'python:{target}:search'}}
 """)
-    with subprocess.Popen([sys.executable, "-c", "from kebab_mlflow.cli import main; main()",
-                           "sweep", str(path), "--jobs", "2", "--tracking-uri", store_uri],
-                          stderr=subprocess.PIPE, text=True) as proc:
-        seen = []
-        for line in proc.stderr:
-            seen.append(line)
-            if "row slow: running here" in line:
-                break
-        time.sleep(3.0)  # the worker finishes the random floor (~1 s) and goes idle
+
+
+def _until(what: str, ready, timeout: float = 120.0):
+    """Wait for an event (a file, a process gone), polling; fail after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if (value := ready()):
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/status").read_text().split("State:")[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _start_blocked_sweep(tmp_path: Path, store_uri: str) -> tuple[subprocess.Popen, int, list]:
+    """`sweep --jobs 2` with the blocking row running in a worker and the floor finished."""
+    path = _blocking_sweep(tmp_path)
+    proc = subprocess.Popen([sys.executable, "-c", "from kebab_mlflow.cli import main; main()",
+                             "sweep", str(path), "--jobs", "2", "--tracking-uri", store_uri],
+                            stderr=subprocess.PIPE, text=True)
+    seen = []
+    for line in proc.stderr:
+        seen.append(line)
+        if "row random_retrieval: FINISHED" in line:
+            break
+    worker = int(_until("the blocking row to start", lambda: (
+        tmp_path / "started").exists() and (tmp_path / "started").read_text()))
+    assert worker != proc.pid, "".join(seen)  # the row runs in a worker process
+    return proc, worker, seen
+
+
+def test_sigterm_with_jobs_ends_runs_killed_without_idle_worker_tracebacks(tmp_path, store_uri):
+    proc, worker, seen = _start_blocked_sweep(tmp_path, store_uri)
+    with proc:
         proc.send_signal(signal.SIGTERM)
         rest = proc.stderr.read()
         assert proc.wait(timeout=60) == 130, "".join(seen) + rest
@@ -352,6 +392,64 @@ rows:
     statuses = {r.info.run_name: r.info.status for r in runs_in(store_uri)}
     assert "RUNNING" not in statuses.values(), statuses
     assert list(statuses.values()).count("KILLED") == 2  # the parent and the slow row
+    _until("the worker to exit", lambda: not _alive(worker), 60)
+
+
+def test_sigkill_of_the_sweep_takes_its_workers_and_resume_ends_stale_children(tmp_path,
+                                                                                store_uri):
+    """Issue 18 item 7: workers die with their parent; --resume ends stale RUNNING children."""
+    from kebab_mlflow.tracking.store import Tracker
+
+    proc, worker, _ = _start_blocked_sweep(tmp_path, store_uri)
+    with proc:
+        proc.kill()
+        proc.wait(timeout=60)
+    _until("the orphaned worker to exit", lambda: not _alive(worker), 60)
+    runs = {r.info.run_name: r for r in runs_in(store_uri)}
+    parent = runs["sweep"]
+    assert parent.info.status == "RUNNING"  # SIGKILL: nobody could end it
+    # the worker got SIGTERM when its parent died: its row ended KILLED on its own
+    assert runs["slow"].info.status == "KILLED"
+    # a child whose worker was SIGKILLed too stays RUNNING: --resume must end it
+    tracker = Tracker(store_uri)
+    stale = tracker.start_run(parent.info.experiment_id, "slow",
+                              {"kebab.sweep_row": "slow"}, parent_run_id=parent.info.run_id)
+    (tmp_path / "fast").write_text("")
+    res = runner.invoke(app, ["sweep", str(tmp_path / "sweep.yaml"), "--tracking-uri",
+                              store_uri, "--json", "--resume", parent.info.run_id])
+    assert res.exit_code == 0, res.output
+    assert mlflow_client(store_uri).get_run(stale).info.status == "KILLED"
+    assert "1 child run(s) left RUNNING by an earlier sweep process ended KILLED" in res.stderr
+    statuses = [r.info.status for r in runs_in(store_uri)]
+    assert "RUNNING" not in statuses and statuses.count("FINISHED") == 3  # parent + 2 rows
+
+
+def test_a_signal_after_the_rows_ends_the_parent_killed(tmp_path, store_uri, monkeypatch):
+    """Issue 18 item 1: between the last row and the publication (the gauge) a Ctrl-C or a
+    SIGTERM must end the parent KILLED too, not leave it RUNNING."""
+    import signal as signals
+
+    from kebab_mlflow.errors import RunInterrupted
+    from kebab_mlflow.sweep import execution
+
+    spec = load_sweep(_sweep_file(tmp_path, "floors: [random_retrieval]\n"
+                                  "gauge_metrics: [mrr]\nrows: [{name: bm25}]\n"))
+
+    def sigterm_while_gauging(*args):
+        # SIGTERM must be an interrupt here, not the default action (which would end pytest)
+        assert signals.getsignal(signals.SIGTERM) not in (signals.SIG_DFL, None)
+        signals.raise_signal(signals.SIGTERM)
+
+    def ctrl_c_while_gauging(*args):
+        raise KeyboardInterrupt
+
+    for fault in (ctrl_c_while_gauging, sigterm_while_gauging):
+        monkeypatch.setattr(execution, "compute_gauge", fault)
+        with pytest.raises(RunInterrupted, match="ended as KILLED"):
+            execution.run_sweep(spec, tracking_uri=store_uri)
+    statuses = [r.info.status for r in runs_in(store_uri)]
+    assert len(statuses) == 6 and "RUNNING" not in statuses, statuses
+    assert statuses.count("KILLED") == 2  # the two parents; their rows had finished
 
 
 def test_resume_refuses_a_changed_sweep_file_or_a_non_sweep_run(tmp_path, store_uri):
@@ -416,3 +514,104 @@ def test_a_row_can_evaluate_a_target(tmp_path, store_uri):
         "'no-such-program-kebab' not found" in text
     assert "row nohost: --target 'http:///search': the URL has no host" in text
     assert "hybrid.depth must be >= 1, got 0" in text
+
+
+def test_resume_runs_a_tampered_row_again(tmp_path, store_uri):
+    """Issue 18 item 6: a reused row's per_query.jsonl must match its kebab.per_query_sha256
+    tag, as compare checks it; a tampered one is not reused but run again."""
+    from urllib.parse import urlsplit
+
+    from kebab_mlflow.tracking.store import Tracker
+
+    path = _sweep_file(tmp_path, SMALL)
+    first = runner.invoke(app, ["sweep", str(path), "--tracking-uri", store_uri, "--json"])
+    assert first.exit_code == 0, first.output
+    before = json.loads(first.stdout)
+    bm25 = before["rows"]["bm25"]
+    artifacts = Path(urlsplit(mlflow_client(store_uri).get_run(bm25).info.artifact_uri).path)
+    per_query = artifacts / "per_query.jsonl"
+    records = [json.loads(line) for line in per_query.read_text().splitlines()]
+    for rec in records:  # every query a miss: the gauge would change
+        rec["scores"] = {k: (0.0 if isinstance(v, float | int) else v)
+                         for k, v in rec["scores"].items()}
+    per_query.write_text("".join(json.dumps(r) + "\n" for r in records))
+    Tracker(store_uri).end_run(before["rows"]["oracle"], "KILLED")  # a row to resume
+
+    res = runner.invoke(app, ["sweep", str(path), "--tracking-uri", store_uri, "--json",
+                              "--resume", before["parent_run_id"]])
+    assert res.exit_code == 0, res.output
+    after = json.loads(res.stdout)
+    assert after["rows"]["bm25"] != bm25  # run again, not reused
+    assert after["rows"]["random_retrieval"] == before["rows"]["random_retrieval"]
+    assert f"per_query.jsonl of row bm25 (run {bm25}) does not match its " \
+           "kebab.per_query_sha256 tag" in res.stderr
+    assert after["gauge"] == before["gauge"]  # the honest numbers, computed again
+
+
+def test_names_mlflow_refuses_and_unbounded_resamples_fail_before_anything_runs(tmp_path,
+                                                                                 store_uri):
+    """Issue 18 item 3: a row named '.' or '..' (metric keys gauge/<m>/./mean are not plain
+    paths to MLflow) and resamples: 1000000000 fail at load time, with their lines."""
+    path = write(tmp_path / "sweep.yaml", f"""\
+golden: {GOLDEN}
+corpus: {KB}
+resamples: 1000000000
+executor: yarn
+gauge_metrics: [mrr]
+floors: [random_retrieval]
+rows:
+  - {{name: bm25}}
+  - {{name: .}}
+  - {{name: ..}}
+""")
+    res = _cli(["sweep", str(path), "--tracking-uri", store_uri])
+    assert res.returncode == 2, res.stderr
+    text = res.stderr
+    assert f"{path}:3: 'resamples' must be at most 100,000, got 1,000,000,000" in text
+    assert f"{path}:4: 'executor' must be local, dask or dask:ADDRESS, got 'yarn'" in text
+    assert f"{path}:9: row '.': the MLflow key 'gauge/mrr/./mean' it names is not a plain " \
+           "path" in text
+    assert f"{path}:10: row '..': the MLflow key 'gauge/mrr/../mean' it names" in text
+    assert not (tmp_path / "store").exists()  # nothing ran, the store was never opened
+    res = _cli(["sweep", str(FIXTURES / "sweep.yaml"), "--executor", "ray",
+                "--tracking-uri", store_uri])
+    assert res.returncode == 2 and "--executor must be local, dask or dask:ADDRESS" in res.stderr
+
+
+def test_terminal_tables_fit_80_columns_and_pipes_get_everything(tmp_path, store_uri):
+    """Issue 16 item 6: the gauge and the rows with their headline metrics within 80 columns
+    on a terminal; on a pipe nothing is cut (no `random_r|etrieval`)."""
+    path = _sweep_file(tmp_path, SMALL)
+    res = _cli(["sweep", str(path), "--tracking-uri", store_uri])  # stdout is a pipe here
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert max(map(len, lines)) <= 80, res.stdout
+    assert any(line.split()[:1] == ["random_retrieval"] for line in lines)
+    rows = next(i for i, line in enumerate(lines) if line.startswith("row "))
+    assert lines[rows].split() == ["row", "role", "run", "hit_at_5", "mrr", "ndcg_at_10_doc"]
+    bm25 = next(line.split() for line in lines[rows:] if line.startswith("bm25 "))
+    client = mlflow_client(store_uri)
+    child = client.get_run(next(r.info.run_id for r in runs_in(store_uri)
+                                if r.info.run_name == "bm25"))
+    assert bm25[3:] == [f"{child.data.metrics[m]:.4f}" for m in ("hit_at_5", "mrr",
+                                                                 "ndcg_at_10_doc")]
+    assert "row bm25: FINISHED" in res.stderr and " hit_at_5 " in res.stderr  # per-row lines
+    wide = _cli(["sweep", str(path), "--tracking-uri", store_uri, "--wide"])
+    assert "primary [95% CI]" in wide.stdout and max(map(len, wide.stdout.splitlines())) > 80
+
+
+def test_headline_metrics_are_those_with_ground_truth_in_the_golden_set():
+    """Issue 22: on a doc-level-only (BEIR) set the chunk-level metrics are null in every row,
+    so the rows table and the leaderboard show the doc-level ones, not columns of dashes."""
+    from types import SimpleNamespace
+
+    from kebab_mlflow.sweep.outputs import headline_metrics
+    from kebab_mlflow.sweep.spec import RowOutcome
+
+    spec = SimpleNamespace(gauge_metrics=("mrr_doc", "ndcg_at_10_doc"))
+    doc_only = {"hit_at_5": None, "mrr": None, "precision_at_5_chunk": None,
+                "recall_at_10_doc": 0.8, "mrr_doc": 0.6, "ndcg_at_10_doc": 0.7}
+    rows = {n: RowOutcome(n, "variant", n, "FINISHED", overall=doc_only) for n in "ab"}
+    shown = headline_metrics(spec, rows)
+    assert shown[:2] == ["mrr_doc", "ndcg_at_10_doc"] and "recall_at_10_doc" in shown
+    assert not {"hit_at_5", "mrr", "precision_at_5_chunk"} & set(shown)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -15,42 +16,97 @@ from kebab_mlflow.cli.app import TrackingUri, app
 def sweep(
     file: Annotated[Path, typer.Argument(help="sweep file (YAML)")] = Path("fixtures/sweep.yaml"),
     jobs: Annotated[int, typer.Option("--jobs", help="rows run in N parallel processes")] = 1,
+    executor: Annotated[str | None, typer.Option(
+        "--executor", metavar="local|dask|dask:ADDRESS",
+        help="where rows run: forked local processes (default), a Dask LocalCluster of --jobs "
+             "workers, or the Dask scheduler at ADDRESS (the file's executor: otherwise)")]
+    = None,
     resume: Annotated[str | None, typer.Option(
         "--resume", metavar="PARENT_RUN",
         help="re-run only the rows of this sweep parent run that did not finish")] = None,
     experiment: Annotated[str | None, typer.Option(
         "--experiment", help="MLflow experiment (default: the file's, else kebab-eval)")] = None,
     tracking_uri: TrackingUri = None,
+    wide: Annotated[bool, typer.Option("--wide", help="the gauge with every CI (wider than 80 "
+                                                      "columns)")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object on stdout")]
     = False,
 ) -> None:
     """Run an ablation sweep: a parent run, one child eval run per row, and the
     distinguishing-power gauge (primary vs floors). Exit 1 when a row failed."""
-    from kebab_mlflow.cli.console import err, out, table
+    from kebab_mlflow.cli.console import err
+    from kebab_mlflow.errors import InputError
     from kebab_mlflow.sweep.execution import run_sweep
-    from kebab_mlflow.sweep.outputs import GAUGE_COLUMNS, gauge_rows
+    from kebab_mlflow.sweep.executors import check_executor
     from kebab_mlflow.sweep.spec import load_sweep
 
     if jobs < 1:
-        from kebab_mlflow.errors import InputError
-
         raise InputError(f"--jobs must be >= 1, got {jobs}")
+    if executor is not None:
+        check_executor(executor)
     spec = load_sweep(file)
     result = run_sweep(spec, experiment=experiment, tracking_uri=tracking_uri, jobs=jobs,
-                       resume=resume, on_event=lambda s: err.print(f"… {s}", highlight=False))
+                       resume=resume, executor=executor,
+                       on_event=lambda s: err.print(f"… {s}", highlight=False, markup=False))
     if as_json:
         typer.echo(json.dumps(result.as_json(), allow_nan=False))
     else:
-        console = out
-        console.print(table(f"distinguishing power — {spec.name} "
-                            f"(overall: {result.signal_state})", GAUGE_COLUMNS,
-                            gauge_rows(result.gauge)))
-        rows = [(n, r.role, r.status, r.run_id or "—", r.error or "")
-                for n, r in result.rows.items()]
-        console.print(table("rows", ["row", "role", "status", "run id", "error"], rows))
+        _print_result(spec, result, wide)
         err.print(f"sweep [bold]{result.parent_run_id}[/] {result.status} in "
                   f"{result.wall_s:.1f} s; open the MLflow UI: [cyan]{result.ui_command}[/]")
     if result.failed_rows:
         err.print(f"[bold red]failed rows:[/] {', '.join(result.failed_rows)} — re-run them "
                   f"with `kebab-mlflow sweep {file} --resume {result.parent_run_id}`")
         raise typer.Exit(1)
+
+
+def _print_result(spec: Any, result: Any, wide: bool) -> None:
+    """The gauge (one narrow table per metric at 80 columns, or one --wide table) and the rows
+    with their headline metrics; on a pipe or file nothing is cut to a terminal's width."""
+    from rich import box
+    from rich.console import Console
+
+    from kebab_mlflow.cli.console import out
+    from kebab_mlflow.formatting import number
+    from kebab_mlflow.sweep.outputs import (
+        GAUGE_COLUMNS,
+        NARROW_GAUGE_COLUMNS,
+        gauge_rows,
+        gauge_rows_narrow,
+        headline_metrics,
+    )
+
+    console = out if out.is_terminal else Console(file=io.StringIO(), width=1000)
+    tables = ([_table(f"distinguishing power — {spec.name} (overall: {result.signal_state})",
+                      GAUGE_COLUMNS, gauge_rows(result.gauge), box.SIMPLE)] if wide else
+              [_table(f"{metric}: {block['signal_state']} (primary {spec.primary})",
+                      NARROW_GAUGE_COLUMNS, gauge_rows_narrow(block), box.SIMPLE)
+               for metric, block in result.gauge.items()])
+    if not wide:
+        console.print(f"distinguishing power — {spec.name}: overall [bold]"
+                      f"{result.signal_state}[/]")
+    for t in tables:
+        console.print(t)
+        console.print()
+    metrics = headline_metrics(spec, result.rows)
+    shown = metrics if wide else metrics[:len(spec.gauge_metrics)]
+    rows = [(n, r.role, ("reused " if r.reused else "") + (r.run_id[:8] if r.run_id else "FAILED"),
+             *[number(r.overall.get(m)) for m in shown]) for n, r in result.rows.items()]
+    console.print(_table("rows", ["row", "role", "run", *shown], rows, box.SIMPLE))
+    console.print()
+    for name, error in result.failed_rows.items():
+        console.print(f"[red]{name}[/]: {error}", markup=True, highlight=False)
+    if console is not out:  # rich pads every line to the table's width
+        typer.echo("\n".join(line.rstrip() for line in console.file.getvalue().splitlines()))
+
+
+def _table(title: str, columns: list[str] | tuple[str, ...], rows: list, style: Any) -> Any:
+    from rich.table import Table
+
+    t = Table(title=title, box=style, pad_edge=False, title_justify="left", show_edge=False,
+              collapse_padding=True)
+    for i, c in enumerate(columns):  # names may fold; numbers and CIs never break
+        t.add_column(c, overflow="fold", no_wrap=i > 0)
+    for r in rows:
+        t.add_row(*[str(v) for v in r])
+    return t

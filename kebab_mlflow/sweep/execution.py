@@ -14,6 +14,7 @@ A sweep file (YAML)::
     gauge_metrics: [hit_at_5, mrr, ndcg_at_10_doc]
     resamples: 2000                 # bootstrap resamples for the CIs
     seed: 0                         # bootstrap seed (logged)
+    executor: local                 # local | dask | dask:tcp://host:8786 (--executor wins)
     rows:
       - {name: bm25, preset: naive_baseline}
       - {name: bm25_k1_1.5, preset: naive_baseline, set: {bm25.k1: 1.5}}
@@ -21,25 +22,37 @@ A sweep file (YAML)::
 
 A floor or ceiling that names no row but names a preset gets an implicit row of that preset.
 Everything is validated before the store is touched; every problem is reported at once with
-its file:line. Rows run in this process (``jobs == 1``), or in it and ``jobs − 1`` forked worker
-processes; the store, experiment and parent run exist before the workers fork, so workers never
-race to create them.
+its file:line. The store, experiment and parent run exist before any row starts, so rows never
+race to create them; where the rows run is :mod:`kebab_mlflow.sweep.executors`' business, and
+one loop here drives every executor.
+
+Every signal at any moment ends the sweep's runs KILLED: from the parent's creation to its
+publication the sweep runs inside one SIGTERM-as-interrupt block, and the clean-up after an
+interrupt runs with SIGINT/SIGTERM held off (a second Ctrl-C cannot cut it short).
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import math
+import signal
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, CancelledError, wait
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from kebab_mlflow import progress
-from kebab_mlflow.errors import InputError, KebabError, RunInterrupted
+from kebab_mlflow.errors import InputError, RunInterrupted
+from kebab_mlflow.formatting import number
 from kebab_mlflow.interrupts import sigterm_as_interrupt
+from kebab_mlflow.sweep.executors import check_executor, make_executor
 from kebab_mlflow.sweep.outputs import compute_gauge, overall_state, publish_sweep
 from kebab_mlflow.sweep.spec import (
     RowOutcome,
@@ -49,51 +62,33 @@ from kebab_mlflow.sweep.spec import (
     SweepSpec,
     describe_row,
 )
-from kebab_mlflow.sweep.workers import start_pool, stop_pool
 
 ROW_TAG = "kebab.sweep_row"
 SWEEP_KIND = "sweep"
+LOST_TAG = "kebab.sweep_row_lost"
 
 
+# --------------------------------------------------------------------------- one row
 
 
-
-
-
-
-# --------------------------------------------------------------------------- loading
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-# --------------------------------------------------------------------------- running
-
-
-
-
+def absolute_uri(uri: str) -> str:
+    """A worker elsewhere (another process, cwd or machine) must find the same SQLite file."""
+    prefix = "sqlite:///"
+    if uri.startswith(prefix) and not Path(uri.removeprefix(prefix)).is_absolute():
+        return prefix + str(Path(uri.removeprefix(prefix)).resolve())
+    return uri
 
 
 def row_options(spec: SweepSpec, row: SweepRow, experiment: str, uri: str,
                 parent_run_id: str):
     from kebab_mlflow.tracking.log import RunOptions
 
-    return RunOptions(golden=spec.golden, corpus=spec.corpus, preset=row.preset, k=row.k,
-                      overrides=dict(row.overrides), experiment=experiment, tracking_uri=uri,
-                      run_name=row.name, seed=spec.seed, parent_run_id=parent_run_id,
-                      target=row.target, concurrency=row.concurrency, cutoffs=row.cutoffs,
-                      ask=row.ask,
+    return RunOptions(golden=str(Path(spec.golden).resolve()),
+                      corpus=str(Path(spec.corpus).resolve()), preset=row.preset, k=row.k,
+                      overrides=dict(row.overrides), experiment=experiment,
+                      tracking_uri=absolute_uri(uri), run_name=row.name, seed=spec.seed,
+                      parent_run_id=parent_run_id, target=row.target,
+                      concurrency=row.concurrency, cutoffs=row.cutoffs, ask=row.ask,
                       extra_tags={ROW_TAG: row.name, "kebab.sweep_role": row.role,
                                   **row.grid_tags})
 
@@ -105,10 +100,15 @@ def execute_row(options: Any, metrics: tuple[str, ...]) -> dict[str, Any]:
 
     t0 = time.perf_counter()
     try:
-        with progress.silenced():
+        # SIGTERM is an interrupt for the whole row, not only inside `execute`'s query loop
+        with sigterm_as_interrupt():
             result = execute(options)
-    except RunInterrupted:
-        raise
+    except (RunInterrupted, KeyboardInterrupt):
+        # an interrupt outside `execute`'s own handling (before its query loop or while it
+        # publishes) would leave the row's run RUNNING: end it here, where it is known
+        with _signals_held():
+            _end_row_runs(options)
+        raise RunInterrupted(f"interrupted: row {options.run_name} ended as KILLED") from None
     except Exception as exc:  # noqa: BLE001 - a failed row is recorded, the sweep goes on
         return {"error": f"{type(exc).__name__}: {exc}", "seconds": time.perf_counter() - t0}
     return {"run_id": result.run_id, "query_ids": list(result.query_ids),
@@ -116,6 +116,19 @@ def execute_row(options: Any, metrics: tuple[str, ...]) -> dict[str, Any]:
                        for m in metrics if m in result.scores},
             "overall": dict(result.aggregate["overall"]),
             "seconds": time.perf_counter() - t0}
+
+
+def _end_row_runs(options: Any) -> None:
+    """End this row's child runs still RUNNING KILLED (best effort on the way out)."""
+    from kebab_mlflow.tracking.store import Tracker
+
+    with contextlib.suppress(Exception):
+        tracker = Tracker(options.tracking_uri)
+        experiment_id = tracker.experiment_id(options.experiment, create=False)
+        for run in tracker.find_runs([experiment_id], status="RUNNING",
+                                     tags={"mlflow.parentRunId": options.parent_run_id,
+                                           ROW_TAG: options.run_name}):
+            tracker.end_run(run.run_id, "KILLED")
 
 
 def _aligned(spec: SweepSpec, query_ids: Sequence[str],
@@ -143,71 +156,161 @@ def _outcome(spec: SweepSpec, row: SweepRow, reply: Mapping[str, Any]) -> RowOut
                       reply["seconds"])
 
 
+def row_line(spec: SweepSpec, outcome: RowOutcome) -> str:
+    """What the console shows as a row finishes: its headline (first gauged) metric."""
+    if outcome.status != "FINISHED":
+        return f"row {outcome.name}: FAILED — {outcome.error}"
+    metric = spec.gauge_metrics[0]
+    return (f"row {outcome.name}: FINISHED ({outcome.seconds:.1f} s, run "
+            f"{outcome.run_id[:8]}) {metric} {number(outcome.overall.get(metric))}")
+
+
+# --------------------------------------------------------------------------- the sweep
+
+
+@dataclass
+class _Live:
+    """What an interrupt must clean up: the tracker and the parent run, once they exist."""
+
+    tracker: Any = None
+    parent_id: str | None = None
+    experiment: str = ""
+    experiment_id: str = ""
+
+
 def run_sweep(spec: SweepSpec, *, experiment: str | None = None,
               tracking_uri: str | None = None, jobs: int = 1, resume: str | None = None,
+              executor: str | None = None,
               on_event: Callable[[str], None] = lambda s: None) -> SweepResult:
-    """Create (or resume) the parent run, run the pending rows, gauge, publish."""
-    from kebab_mlflow.errors import RunInterrupted
-
+    """Create (or resume) the parent run, run the pending rows on the executor (``local``,
+    ``dask`` or ``dask:ADDRESS``; default the file's ``executor:``, else local), gauge,
+    publish."""
     if jobs < 1:
         raise InputError(f"--jobs must be >= 1, got {jobs}")
+    runner = make_executor(check_executor(executor or spec.executor), jobs, len(spec.rows))
     t0 = time.perf_counter()
-    # jobs − 1 worker processes (this process runs rows as well); they fork on the first row
-    # handed to them, after the parent run exists
-    pool = start_pool(min(jobs, len(spec.rows)) - 1) if jobs > 1 and len(spec.rows) > 1 else None
-    parent_id: str | None = None
-    tracker: Any = None
-    try:
-        with sigterm_as_interrupt():
-            from kebab_mlflow.tracking.store import DEFAULT_EXPERIMENT, Tracker
-
-            experiment = experiment or spec.experiment or DEFAULT_EXPERIMENT
-            tracker = Tracker(tracking_uri)
-            experiment_id = tracker.experiment_id(experiment)
-            done: dict[str, RowOutcome] = {}
-            if resume:
-                parent_id, done = _resume_state(tracker, spec, experiment, resume)
-                on_event(f"resuming sweep {parent_id}: {len(done)} finished row(s) reused")
-            else:
-                parent_id = tracker.start_run(experiment_id, spec.name, _parent_tags(spec))
-                tracker.log_batch(parent_id, params=_parent_params(spec))
-                on_event(f"sweep {spec.name}: parent run {parent_id}")
+    live = _Live()
+    with sigterm_as_interrupt():
+        try:
+            done = _open_parent(live, spec, experiment, tracking_uri, resume, on_event)
             pending = [r for r in spec.rows if r.name not in done]
-            outcomes = _run_rows(spec, pending, experiment, tracker.uri, parent_id, pool,
-                                 on_event)
-    except (KeyboardInterrupt, RunInterrupted):
-        stop_pool(pool, terminate=True)
-        if parent_id is None:
-            raise RunInterrupted("interrupted before the sweep started") from None
-        tracker.end_run_quietly(parent_id, "KILLED")
-        _kill_running_children(tracker, parent_id)
-        raise RunInterrupted(f"interrupted: sweep {parent_id} ended as KILLED; finish it with "
-                             f"`kebab-mlflow sweep {spec.path} --resume {parent_id}`") from None
-    except BaseException:
-        stop_pool(pool, terminate=True)
-        if parent_id is not None:
-            tracker.end_run_quietly(parent_id, "FAILED")
+            outcomes = _run_pending(spec, pending, live, runner, on_event)
+            return _finish(spec, live, {**done, **outcomes}, time.perf_counter() - t0)
+        except (KeyboardInterrupt, RunInterrupted):
+            with _signals_held():
+                _end_interrupted(live, runner)
+            if live.parent_id is None:
+                raise RunInterrupted("interrupted before the sweep started") from None
+            raise RunInterrupted(f"interrupted: sweep {live.parent_id} ended as KILLED; finish "
+                                 f"it with `kebab-mlflow sweep {spec.path} --resume "
+                                 f"{live.parent_id}`") from None
+        except BaseException:
+            with _signals_held():
+                runner.cancel()
+                if live.parent_id is not None:
+                    live.tracker.end_run_quietly(live.parent_id, "FAILED")
+            raise
+
+
+def _open_parent(live: _Live, spec: SweepSpec, experiment: str | None,
+                 tracking_uri: str | None, resume: str | None,
+                 on_event: Callable[[str], None]) -> dict[str, RowOutcome]:
+    """Open the store, then start the parent run or take up the one resumed; the reused rows."""
+    from kebab_mlflow.tracking.store import DEFAULT_EXPERIMENT, Tracker
+
+    experiment = experiment or spec.experiment or DEFAULT_EXPERIMENT
+    live.tracker = Tracker(tracking_uri)
+    live.experiment_id = live.tracker.experiment_id(experiment)
+    live.experiment = experiment
+    if resume:
+        live.parent_id, done = _resume_state(live.tracker, spec, experiment, resume)
+        on_event(f"resuming sweep {live.parent_id}: {len(done)} finished row(s) reused")
+        return done
+    live.parent_id = live.tracker.start_run(live.experiment_id, spec.name, _parent_tags(spec))
+    live.tracker.log_batch(live.parent_id, params=_parent_params(spec))
+    on_event(f"sweep {spec.name}: parent run {live.parent_id}")
+    return {}
+
+
+def _run_pending(spec: SweepSpec, pending: Sequence[SweepRow], live: _Live, runner: Any,
+                 on_event: Callable[[str], None]) -> dict[str, RowOutcome]:
+    if not pending:
+        return {}
+    runner.start(f"kebab-sweep-cancel-{live.parent_id}")
+    on_event(f"running {len(pending)} row(s) in {runner.name}")
+    outcomes = _run_rows(spec, pending, runner, on_event,
+                         lambda row: row_options(spec, row, live.experiment,
+                                                 live.tracker.uri, live.parent_id))
+    runner.close()
+    # a row Dask retried after its worker died left that attempt's child RUNNING
+    kept = {o.run_id for o in outcomes.values()}
+    _end_running_children(live.tracker, live.parent_id, "FAILED", keep=kept,
+                          tags={LOST_TAG: "its worker died; the row was retried or failed"})
+    return outcomes
+
+
+def _run_rows(spec: SweepSpec, pending: Sequence[SweepRow], runner: Any,
+              on_event: Callable[[str], None], options: Callable[[SweepRow], Any]
+              ) -> dict[str, RowOutcome]:
+    """The one row loop: ``runner.slots`` rows in flight, slowest first, the next submitted
+    the moment one finishes; each outcome reported as it comes."""
+    queue = deque(sorted(pending, key=lambda r: -_cost(r)))
+    in_flight: dict[Any, SweepRow] = {}
+    outcomes: dict[str, RowOutcome] = {}
+    with progress.task("sweep rows", len(pending), "rows") as bar:
+        while queue or in_flight:
+            while queue and len(in_flight) < runner.slots:
+                row = queue.popleft()
+                on_event(f"row {row.name}: running ({row.shown_preset})")
+                in_flight[runner.submit(execute_row, options(row), spec.gauge_metrics)] = row
+            done, _ = wait(list(in_flight), return_when=FIRST_COMPLETED)
+            for future in done:
+                row = in_flight.pop(future)
+                outcomes[row.name] = _outcome(spec, row, _reply(future))
+                on_event(row_line(spec, outcomes[row.name]))
+                bar.advance()
+    return outcomes
+
+
+def _reply(future: Any) -> dict[str, Any]:
+    try:
+        return future.result()
+    except (RunInterrupted, CancelledError):
         raise
-    stop_pool(pool)
-    rows = {r.name: (done.get(r.name) or outcomes[r.name]) for r in spec.rows}
+    except Exception as exc:  # noqa: BLE001 - e.g. a worker that died (KilledWorker)
+        return {"error": f"{type(exc).__name__}: {exc}", "seconds": 0.0}
+
+
+def _finish(spec: SweepSpec, live: _Live, rows_done: Mapping[str, RowOutcome],
+            wall_s: float) -> SweepResult:
+    rows = {r.name: rows_done[r.name] for r in spec.rows}
     gauge = compute_gauge(spec, rows)
-    state = overall_state(gauge)
     status = "FINISHED" if all(r.status == "FINISHED" for r in rows.values()) else "FAILED"
-    wall_s = time.perf_counter() - t0
-    result = SweepResult(parent_id, experiment_id, status, rows, gauge, state,
-                         tracker.ui_command(), wall_s)
-    publish_sweep(tracker, spec, result)
+    result = SweepResult(live.parent_id, live.experiment_id, status, rows, gauge,
+                         overall_state(gauge), live.tracker.ui_command(), wall_s)
+    publish_sweep(live.tracker, spec, result)
     return result
 
 
+def _end_interrupted(live: _Live, runner: Any) -> None:
+    runner.cancel()
+    if live.parent_id is not None:
+        live.tracker.end_run_quietly(live.parent_id, "KILLED")
+        _end_running_children(live.tracker, live.parent_id, "KILLED")
 
 
-
-
-
-
-
-
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM ignored inside (the clean-up after an interrupt runs to its end)."""
+    try:
+        saved = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+    except ValueError:  # not the main thread: nothing to hold
+        saved = {}
+    try:
+        yield
+    finally:
+        for s, handler in saved.items():
+            signal.signal(s, handler)
 
 
 BACKEND_COST = {"random": 3, "dense": 2, "hybrid": 2, "lexical": 1, "oracle": 0}
@@ -221,104 +324,25 @@ def _cost(row: SweepRow) -> int:
     return BACKEND_COST.get(build_config(row.preset, dict(row.overrides))["backend"], 1)
 
 
-def _run_rows(spec: SweepSpec, pending: Sequence[SweepRow], experiment: str, uri: str,
-              parent_id: str, pool: Any, on_event: Callable[[str], None]
-              ) -> dict[str, RowOutcome]:
-    outcomes: dict[str, RowOutcome] = {}
-
-    def note(row: SweepRow, outcome: RowOutcome) -> None:
-        outcomes[row.name] = outcome
-        if outcome.status == "FINISHED":
-            on_event(f"row {row.name}: FINISHED run {outcome.run_id} "
-                     f"({outcome.seconds:.1f} s)")
-        else:
-            on_event(f"row {row.name}: FAILED — {outcome.error}")
-
-    def run_here(row: SweepRow, where: str = "") -> None:
-        on_event(f"row {row.name}: running{where} ({row.shown_preset})")
-        note(row, _outcome(spec, row, execute_row(
-            row_options(spec, row, experiment, uri, parent_id), spec.gauge_metrics)))
-
-    if pool is None or len(pending) <= 1:
-        for row in pending:
-            run_here(row)
-        return outcomes
-
-    import threading
-    from collections import deque
-    from concurrent.futures import FIRST_COMPLETED, wait
-
-    # Rows wait in one queue, slowest first. A feeder thread keeps each of the pool's workers
-    # (jobs − 1) on a row from the front, handing the next one over the moment a worker is
-    # free; this process, which has everything imported already, runs rows from the back (the
-    # cheap ones) meanwhile. A worker holds one row at a time, so nobody idles while rows wait.
-    queue = deque(sorted(pending, key=lambda r: -_cost(r)))
-    lock = threading.Lock()
-    finished: list[tuple[SweepRow, Any]] = []  # (row, future) from the workers, in order
-    failure: list[BaseException] = []
-
-    def take(front: bool) -> SweepRow | None:
-        with lock:
-            return (queue.popleft() if front else queue.pop()) if queue else None
-
-    def submit(row: SweepRow) -> Any:
-        return pool.submit(execute_row, row_options(spec, row, experiment, uri, parent_id),
-                           spec.gauge_metrics)
-
-    # the first submit forks the workers: here, while this is the only thread (a fork while
-    # another thread holds a lock, the import lock say, leaves the child waiting on it forever)
-    in_flight = {submit(row): row for _ in range(pool._max_workers)
-                 if (row := take(front=True)) is not None}
-
-    def feed() -> None:
-        try:
-            while in_flight:
-                for future in wait(list(in_flight), return_when=FIRST_COMPLETED).done:
-                    finished.append((in_flight.pop(future), future))
-                    if (row := take(front=True)) is not None:
-                        in_flight[submit(row)] = row
-        except BaseException as exc:  # noqa: BLE001 - handed to the sweep's own thread
-            failure.append(exc)
-
-    def collect() -> None:
-        while finished:
-            row, future = finished.pop(0)
-            try:
-                reply = future.result()
-            except KebabError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - e.g. a worker that died
-                reply = {"error": f"{type(exc).__name__}: {exc}", "seconds": 0.0}
-            note(row, _outcome(spec, row, reply))
-
-    on_event(f"running {len(pending)} row(s) in this process and "
-             f"{pool._max_workers} worker process(es)")
-    feeder = threading.Thread(target=feed, name="kebab-sweep-feeder", daemon=True)
-    feeder.start()
-    try:
-        while (row := take(front=False)) is not None:
-            run_here(row, " here")
-            collect()
-        feeder.join()
-    except BaseException:  # interrupted: the feeder must not hand out another row
-        with lock:
-            queue.clear()
-        raise
-    if failure:
-        raise failure[0]
-    collect()
-    return outcomes
-
-
-def _kill_running_children(tracker: Any, parent_id: str) -> None:
-    """A row interrupted outside its query loop may be left RUNNING: end it KILLED."""
+def _end_running_children(tracker: Any, parent_id: str, status: str,
+                          keep: set | frozenset = frozenset(),
+                          tags: Mapping[str, str] | None = None) -> list[str]:
+    """End the parent's children still RUNNING (but those in ``keep``): a row interrupted
+    outside its query loop, or whose worker died. Best effort on the way out."""
+    ended = []
     try:
         parent = tracker.get_run(parent_id)
         for child in tracker.find_runs([parent.experiment_id], status="RUNNING",
                                        tags={"mlflow.parentRunId": parent_id}):
-            tracker.end_run(child.run_id, "KILLED")
-    except Exception:  # noqa: BLE001 - best effort on the way out
+            if child.run_id in keep:
+                continue
+            if tags:
+                tracker.set_tags(child.run_id, tags)
+            tracker.end_run(child.run_id, status)
+            ended.append(child.run_id)
+    except Exception:  # noqa: BLE001 - the store may be what failed
         pass
+    return ended
 
 
 def _parent_tags(spec: SweepSpec) -> dict[str, str]:
@@ -343,12 +367,34 @@ def _parent_params(spec: SweepSpec) -> dict[str, Any]:
 
 def _resume_state(tracker: Any, spec: SweepSpec, experiment: str, ref: str
                   ) -> tuple[str, dict[str, RowOutcome]]:
-    from kebab_mlflow.evaluation.per_query import read_per_query
+    """The parent to resume and its reusable rows. Children a SIGKILLed sweep left RUNNING end
+    KILLED; a FINISHED row whose per_query.jsonl does not match its kebab.per_query_sha256 tag
+    (tampered with or truncated) is not reused but run again, with a warning."""
     from kebab_mlflow.tracking.references import resolve_run
 
     parent = resolve_run(tracker, experiment, ref)
-    parent_id = parent.run_id
-    tags = parent.tags
+    _check_resumable(parent, spec, ref)
+    stale = _end_running_children(tracker, parent.run_id, "KILLED")
+    if stale:
+        progress.warn(f"--resume: {len(stale)} child run(s) left RUNNING by an earlier "
+                      f"sweep process ended KILLED: {', '.join(stale)}")
+    children = tracker.find_runs([parent.experiment_id],
+                                 tags={"mlflow.parentRunId": parent.run_id})
+    done: dict[str, RowOutcome] = {}
+    wanted = {r.name: r for r in spec.rows}
+    with tempfile.TemporaryDirectory(prefix="kebab-resume-") as tmp:
+        for child in children:  # newest first
+            name = child.tags.get(ROW_TAG)
+            if child.status != "FINISHED" or name not in wanted or name in done:
+                continue
+            outcome = _reused_row(tracker, spec, wanted[name], child, Path(tmp))
+            if outcome is not None:
+                done[name] = outcome
+    return parent.run_id, done
+
+
+def _check_resumable(parent: Any, spec: SweepSpec, ref: str) -> None:
+    tags, parent_id = parent.tags, parent.run_id
     if tags.get("kebab.kind") != SWEEP_KIND:
         raise SweepError(f"--resume {ref}: run {parent_id} is not a sweep parent "
                          f"(kind {tags.get('kebab.kind')!r})")
@@ -364,52 +410,27 @@ def _resume_state(tracker: Any, spec: SweepSpec, experiment: str, ref: str
             raise SweepError(f"--resume {ref}: the {what} changed since run {parent_id} "
                              f"started (sha256 {now[:12]} vs {then[:12]}); its finished rows "
                              "were scored on the old one — start a new sweep")
-    children = tracker.find_runs([parent.experiment_id],
-                                 tags={"mlflow.parentRunId": parent_id})
-    done: dict[str, RowOutcome] = {}
-    wanted = {r.name: r for r in spec.rows}
-    with tempfile.TemporaryDirectory(prefix="kebab-resume-") as tmp:
-        for child in children:  # newest first
-            name = child.tags.get(ROW_TAG)
-            if child.status != "FINISHED" or name not in wanted or name in done:
-                continue
-            path = tracker.download_artifact(child.run_id, "per_query.jsonl",
-                                             Path(tmp) / child.run_id)
-            ids, columns = [], {m: [] for m in spec.gauge_metrics}
-            for rec in read_per_query(path):
-                ids.append(rec.id)
-                for m in spec.gauge_metrics:
-                    v = rec.scores.get(m)
-                    columns[m].append(math.nan if v is None else float(v))
-            overall = {k: v for k, v in child.metrics.items() if "/" not in k}
-            done[name] = RowOutcome(name, wanted[name].role, child.run_id, "FINISHED",
-                                    None, _aligned(spec, ids, columns), overall, 0.0,
-                                    reused=True)
-    return parent_id, done
 
 
-# --------------------------------------------------------------------------- gauge + outputs
+def _reused_row(tracker: Any, spec: SweepSpec, row: SweepRow, child: Any,
+                tmp: Path) -> RowOutcome | None:
+    """A finished child's outcome read back from its per_query.jsonl, or None (run it again)
+    when the file does not match the digest its run recorded, as ``compare`` checks it."""
+    from kebab_mlflow.evaluation.per_query import read_per_query
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
+    path = tracker.download_artifact(child.run_id, "per_query.jsonl", tmp / child.run_id)
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    if digest != child.tags.get("kebab.per_query_sha256"):
+        progress.warn(f"--resume: per_query.jsonl of row {row.name} (run {child.run_id}) does "
+                      "not match its kebab.per_query_sha256 tag (tampered with or truncated); "
+                      "the row runs again")
+        return None
+    ids, columns = [], {m: [] for m in spec.gauge_metrics}
+    for rec in read_per_query(path):
+        ids.append(rec.id)
+        for m in spec.gauge_metrics:
+            v = rec.scores.get(m)
+            columns[m].append(math.nan if v is None else float(v))
+    overall = {k: v for k, v in child.metrics.items() if "/" not in k}
+    return RowOutcome(row.name, row.role, child.run_id, "FINISHED", None,
+                      _aligned(spec, ids, columns), overall, 0.0, reused=True)

@@ -13,7 +13,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from kebab_mlflow.formatting import number
-from kebab_mlflow.sweep.spec import RowOutcome, SweepResult, SweepSpec, describe_row
+from kebab_mlflow.sweep.spec import (
+    FLOOR_KEYS,
+    ROW_STAT_KEYS,
+    RowOutcome,
+    SweepResult,
+    SweepSpec,
+    describe_row,
+)
 
 
 def compute_gauge(spec: SweepSpec, rows: Mapping[str, RowOutcome]) -> dict[str, dict]:
@@ -41,11 +48,11 @@ def gauge_metrics_flat(gauge: Mapping[str, dict]) -> dict[str, float]:
     flat: dict[str, float] = {}
     for metric, block in gauge.items():
         for row, stat in block["rows"].items():
-            for key in ("mean", "ci_low", "ci_high"):
+            for key in ROW_STAT_KEYS:
                 if stat[key] is not None:
                     flat[f"gauge/{metric}/{row}/{key}"] = stat[key]
         for floor, fb in block["floors"].items():
-            for key in ("gap", "gap_ci_low", "gap_ci_high", "normalized"):
+            for key in FLOOR_KEYS:
                 if fb[key] is not None:
                     flat[f"gauge/{metric}/{floor}/{key}"] = fb[key]
         flat[f"gauge/{metric}/alive"] = float(block["signal_state"] == "alive")
@@ -96,6 +103,32 @@ def gauge_rows(gauge: Mapping[str, dict]) -> list[tuple[str, ...]]:
 
 GAUGE_COLUMNS = ("metric", "floor", "primary [95% CI]", "floor [95% CI]",
                  "gap [paired 95% CI]", "normalized", "state")
+# the terminal's narrow form, one table per metric: the primary's and the floor's means (their
+# CIs are in --wide, the JSON and the parent's artifacts) and the paired gap CI
+NARROW_GAUGE_COLUMNS = ("floor", "primary", "mean", "gap [95% CI]", "norm.", "state")
+
+
+def gauge_rows_narrow(block: Mapping[str, Any]) -> list[tuple[str, ...]]:
+    """One table row per floor of one gauged metric, for an 80-column terminal."""
+    out = []
+    for floor, fb in block["floors"].items():
+        gap = number(fb["gap"])
+        if fb["gap_ci_low"] is not None:
+            gap += f" [{number(fb['gap_ci_low'])}, {number(fb['gap_ci_high'])}]"
+        out.append((floor, number(block["primary"].get("mean")), number(fb.get("mean")), gap,
+                    number(fb["normalized"]), fb["signal_state"]))
+    return out
+
+
+def headline_metrics(spec: SweepSpec, rows: Mapping[str, RowOutcome]) -> list[str]:
+    """The metrics a sweep's tables show per row: the gauged ones, then the run headline
+    metrics that have ground truth in this golden set (a value in some row: doc-level ones on a
+    BEIR set, whose chunk-level metrics are null)."""
+    from kebab_mlflow.evaluation.report import HEADLINE
+
+    return list(spec.gauge_metrics) + [
+        h for h in HEADLINE if h not in spec.gauge_metrics
+        and any(r.overall.get(h) is not None for r in rows.values())]
 
 
 def gauge_markdown(spec: SweepSpec, result: SweepResult) -> str:
@@ -121,8 +154,6 @@ def gauge_markdown(spec: SweepSpec, result: SweepResult) -> str:
 
 def leaderboard(spec: SweepSpec, result: SweepResult) -> tuple[str, str]:
     """(markdown, csv) of every row, best first on the first gauge metric."""
-    from kebab_mlflow.evaluation.report import HEADLINE
-
     first = spec.gauge_metrics[0]
 
     def key(name: str) -> float:
@@ -130,8 +161,7 @@ def leaderboard(spec: SweepSpec, result: SweepResult) -> tuple[str, str]:
         return -mean if mean is not None else math.inf
 
     names = sorted(result.rows, key=key)
-    extra = [h for h in HEADLINE if h not in spec.gauge_metrics
-             and any(result.rows[n].overall.get(h) is not None for n in names)]
+    extra = headline_metrics(spec, result.rows)[len(spec.gauge_metrics):]
     md = ["| rank | row | role | config | status | " + " | ".join(spec.gauge_metrics) + " | "
           + " | ".join(extra) + " | run id |",
           "|" + "---|" * (6 + len(spec.gauge_metrics) + len(extra))]

@@ -28,11 +28,14 @@ DEFAULT_GAUGE_DOC = ("hit_at_10_doc", "mrr_doc", "ndcg_at_10_doc")
 
 
 DEFAULT_RESAMPLES = 2000
+# the gauge's work grows with queries × resamples per row and metric; the 95% CI's fourth
+# digit settles long before 100,000 resamples
+MAX_RESAMPLES = 100_000
 
 
 TOP_LEVEL_KEYS = {"name", "description", "experiment", "golden", "corpus", "k", "set",
                   "primary", "floors", "ceiling", "gauge_metrics", "resamples", "seed", "rows",
-                  "cutoffs"}
+                  "cutoffs", "executor"}
 
 
 ROW_KEYS = {"name", "preset", "k", "set", "target", "concurrency", "cutoffs", "ask", "grid"}
@@ -89,6 +92,7 @@ class SweepSpec:
     golden_sha256: str = ""
     query_ids: tuple[str, ...] = ()
     corpus_sha256: str = ""
+    executor: str = "local"  # local | dask | dask:ADDRESS (where the rows run)
 
     def row(self, name: str) -> SweepRow:
         return next(r for r in self.rows if r.name == name)
@@ -111,7 +115,8 @@ def load_sweep(path: str | Path) -> SweepSpec:
     if not isinstance(data, dict):
         raise SweepError(f"invalid sweep file {source}", [Problem(
             "top level must be a mapping with 'rows'", location(source, node))])
-    return _build(data, node, source, path.parent, hashlib.sha256(raw).hexdigest())
+    spec = _build(data, node, source, path.parent, hashlib.sha256(raw).hexdigest())
+    return check_publishable(spec, data, node)
 
 
 class FileReader:
@@ -257,6 +262,74 @@ def _check_roles(r: FileReader, top: _TopLevel, names: list[str]) -> str | None:
     return primary
 
 
+# MLflow's rules for what the sweep logs (mlflow/utils/validation.py, 3.17): keys of params,
+# metrics and tags of at most 250 characters of these, no path that is not its own normal form
+# ("." / ".." segments); param values of at most 6,000 characters.
+MLFLOW_KEY = re.compile(r"^[/\w.\- :]*$")
+MLFLOW_KEY_MAX = 250
+MLFLOW_PARAM_VALUE_MAX = 6000
+# the gauge's MLflow metrics: gauge/<metric>/<row>/<key> (sweep.outputs logs them)
+ROW_STAT_KEYS = ("mean", "ci_low", "ci_high")
+FLOOR_KEYS = ("gap", "gap_ci_low", "gap_ci_high", "normalized")
+
+
+def gauge_metric_keys(metrics: Sequence[str], row: str) -> list[str]:
+    """Every MLflow metric key the gauge may log for a row (validated before a sweep runs)."""
+    return [f"gauge/{m}/{row}/{k}" for m in metrics for k in ROW_STAT_KEYS + FLOOR_KEYS]
+
+
+def mlflow_key_problem(key: str) -> str | None:
+    """Why MLflow would refuse ``key`` as a param, metric or tag key (None: it would not)."""
+    import posixpath
+
+    if len(key) > MLFLOW_KEY_MAX:
+        return f"is {len(key)} characters long (MLflow keys: at most {MLFLOW_KEY_MAX})"
+    if not MLFLOW_KEY.match(key):
+        return "has characters MLflow keys cannot hold (letters, digits, _ - . space : /)"
+    norm = posixpath.normpath(key)
+    if norm != key or norm == "." or norm.startswith(("..", "/")):
+        return "is not a plain path for MLflow ('.' or '..' segments, a leading '/')"
+    return None
+
+
+def check_publishable(spec: SweepSpec, data: Mapping[str, Any], node: Any) -> SweepSpec:
+    """What the sweep will log, checked against MLflow's rules before anything runs (a row
+    named '.' fails only when the gauge is published, after every row ran), the bounds of
+    ``resamples``, and ``executor:``. The spec, with its executor."""
+    problems: list[Problem] = []
+    source = spec.path
+
+    def where(key: str) -> str:
+        return location(source, child(node, key) or node)
+
+    if spec.resamples > MAX_RESAMPLES:
+        problems.append(Problem(f"'resamples' must be at most {MAX_RESAMPLES:,}, got "
+                                f"{spec.resamples:,}", where("resamples")))
+    for row in spec.rows:
+        for key in (f"row.{row.name}", *gauge_metric_keys(spec.gauge_metrics, row.name)):
+            why = mlflow_key_problem(key)
+            if why is not None:
+                problems.append(Problem(f"row {row.name!r}: the MLflow key {key!r} it names "
+                                        f"{why}", row.location or where("rows")))
+                break
+        if len(describe_row(row)) > MLFLOW_PARAM_VALUE_MAX:
+            problems.append(Problem(f"row {row.name}: its description (param row.{row.name}) "
+                                    f"is over MLflow's {MLFLOW_PARAM_VALUE_MAX} characters",
+                                    row.location or where("rows")))
+    names = ",".join(r.name for r in spec.rows)
+    if len(names) > MLFLOW_PARAM_VALUE_MAX:
+        problems.append(Problem(f"the row names joined ({len(names)} characters, param 'rows') "
+                                f"are over MLflow's {MLFLOW_PARAM_VALUE_MAX}", where("rows")))
+    executor = data.get("executor", "local")
+    if not (isinstance(executor, str) and (executor in ("local", "dask")
+                                           or executor.startswith("dask:"))):
+        problems.append(Problem(f"'executor' must be local, dask or dask:ADDRESS, got "
+                                f"{executor!r}", where("executor")))
+    if problems:
+        raise SweepError(f"invalid sweep file {source}", problems)
+    return dataclasses.replace(spec, executor=executor)
+
+
 def resolve_path(base: Path, value: str) -> Path:
     p = Path(value).expanduser()
     return p if p.is_absolute() else base / p
@@ -391,12 +464,12 @@ def check_golden(golden: Path, corpus: Path | None, problems: list[Problem],
         problems.extend(exc.problems or [Problem(exc.summary, where_corpus or str(corpus))])
         return golden_set, None
     if golden_set is not None:
-        known = {d.doc_id for d in loaded.documents}
-        missing = sorted({d for q in golden_set.queries for d in q.expected_doc_ids} - known)
-        if missing:
-            problems.append(Problem(f"{len(missing)} expected doc id(s) of the golden set are "
-                                    f"not in the corpus {corpus}: {', '.join(missing[:20])}",
-                                    str(golden)))
+        from kebab_mlflow.evaluation.runner import check_expected_ids
+
+        try:  # chunk ids depend on each row's chunker: `run` checks them per row
+            check_expected_ids(golden_set, None, {d.doc_id for d in loaded.documents})
+        except CorpusError as exc:
+            problems.extend(exc.problems)
     return golden_set, loaded.digest
 
 
@@ -479,6 +552,7 @@ class SweepResult:
                 "status": self.status,
                 "rows": {n: r.run_id for n, r in self.rows.items()},
                 "failed_rows": self.failed_rows,
+                "row_seconds": {n: r.seconds for n, r in self.rows.items()},
                 "signal_state": self.signal_state, "gauge": self.gauge,
                 "wall_s": self.wall_s}
 

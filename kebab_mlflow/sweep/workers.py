@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import importlib
+import os
 import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 # imported before the workers fork, so each starts with them loaded
@@ -14,7 +21,7 @@ WORKER_PRELOAD = ["kebab_mlflow.tracking.log", "kebab_mlflow.tracking.store",
                   "scipy.sparse", "matplotlib.pyplot"]
 
 
-def _warm_worker() -> None:
+def warm_worker() -> None:
     """Import what every row needs, once, before workers fork (or in a spawned worker)."""
     for name in WORKER_PRELOAD:
         importlib.import_module(name)
@@ -23,43 +30,61 @@ def _warm_worker() -> None:
     _pyplot()
 
 
-def start_pool(workers: int) -> Any:
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    # Fork: a worker starts with everything this process has imported (a spawned process would
-    # import MLflow and matplotlib and parse the corpus again, which costs more than a cheap
-    # row), so import it all here first. ProcessPoolExecutor forks on the first submit; the
-    # worker drops the inherited store connections before its first row.
-    try:
-        context, forked = multiprocessing.get_context("fork"), True
-        _warm_worker()
-    except ValueError:  # no fork on this platform
-        context, forked = multiprocessing.get_context("spawn"), False
-    return ProcessPoolExecutor(max_workers=workers, mp_context=context,
-                               initializer=_init_worker, initargs=(forked,))
-
-
-def _init_worker(forked: bool) -> None:
+def init_worker(forked: bool, parent_pid: int) -> None:
     """A worker leaves Ctrl-C to the sweep process, which stops it with SIGTERM: a row running
     then ends KILLED (``evaluation.execute`` turns SIGTERM into an interrupt while it runs), an
-    idle worker just exits — without a traceback from ``call_queue.get``."""
+    idle worker just exits — without a traceback from ``call_queue.get``. It dies with the
+    sweep process, and shows no progress of its own (the sweep shows rows done)."""
+    from kebab_mlflow import progress
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    die_with_parent(parent_pid)
+    progress.set_task_factory(None)
     if forked:
         from kebab_mlflow.tracking.store import forget_inherited_connections
 
         forget_inherited_connections()
     else:
-        _warm_worker()
+        warm_worker()
 
 
-def stop_pool(pool: Any, terminate: bool = False) -> None:
-    if pool is None:
-        return
-    if terminate:
-        # workers turn SIGTERM into an interrupt, so their child runs end KILLED
-        for process in list((getattr(pool, "_processes", None) or {}).values()):
-            if process.is_alive():
-                process.terminate()
-    pool.shutdown(wait=True, cancel_futures=True)
+_row_done = threading.Event()
+_row_done.set()
+ORPHAN_CLEANUP_S = 30.0  # how long an orphaned worker lets its row end KILLED before it exits
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Make this worker process end when the sweep process ends, even by SIGKILL. On Linux the
+    kernel sends SIGTERM at once (``PR_SET_PDEATHSIG``), so a row running here ends KILLED; a
+    thread watching the parent's pid then exits the process once that row has unwound (an
+    orphan would otherwise wait on the pool's queue forever). Elsewhere the thread sends the
+    SIGTERM itself."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(Exception):
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(0.2)
+        if not sys.platform.startswith("linux"):  # Linux sent it already
+            os.kill(os.getpid(), signal.SIGTERM)
+        _row_done.wait(ORPHAN_CLEANUP_S)
+        os._exit(143)
+
+    threading.Thread(target=watch, name="kebab-parent-watch", daemon=True).start()
+
+
+def run_in_worker(fn: Callable, *args: Any) -> Any:
+    """A row in a local worker, marked as running for the orphan watch. A row interrupted
+    (its run already ended KILLED) ends the worker: the sweep is stopping, and a worker that
+    went back to the pool's queue could wait forever on a lock a terminated sibling held."""
+    from kebab_mlflow.errors import RunInterrupted
+
+    _row_done.clear()
+    try:
+        return fn(*args)
+    except (RunInterrupted, KeyboardInterrupt):
+        os._exit(130)
+    finally:
+        _row_done.set()

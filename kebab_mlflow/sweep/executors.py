@@ -1,0 +1,249 @@
+"""Where a sweep's rows run: in this process, in forked local processes, or on a Dask cluster.
+
+Every executor hands out ``concurrent.futures.Future`` objects, so one row loop
+(:mod:`kebab_mlflow.sweep.execution`) drives them all: ``slots`` rows in flight, the next one
+submitted the moment one finishes. A row is one call of ``execute_row(options, metrics)``; its
+options carry the tracking URI and the parent run id explicitly (MLflow keeps the active run per
+thread, and a worker on another machine has no environment of ours), so each task logs its child
+run straight to the tracking store.
+
+``local`` (the default): ``--jobs 1`` runs rows here; ``--jobs N`` forks N worker processes once
+the store, experiment and parent run exist. Each worker dies with the sweep (Linux
+``PR_SET_PDEATHSIG``: SIGTERM, so a row running there still ends KILLED; elsewhere a thread
+that watches the parent's pid; :mod:`kebab_mlflow.sweep.workers`).
+
+``dask`` starts a ``distributed.LocalCluster`` of ``--jobs`` worker processes with one thread
+each; ``dask:tcp://host:8786`` uses an existing cluster. Dask reschedules a task whose worker
+died (up to the scheduler's ``allowed-failures``, default 3) — a row is then *retried* on another
+worker, and the child run the dead worker left RUNNING ends FAILED when the sweep ends; past
+that limit the row is recorded FAILED. On Ctrl-C/SIGTERM the sweep sets a cluster-wide
+:class:`distributed.Event`; a running row sees it within half a second and ends KILLED, a queued
+one ends before it starts; the sweep waits for both before it ends its runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, wait
+from typing import Any
+
+EXECUTORS = ("local", "dask")
+CANCEL_GRACE_S = 30.0  # how long an interrupted sweep waits for running remote rows to stop
+
+
+def check_executor(spec: str) -> str:
+    """``local``, ``dask`` or ``dask:ADDRESS``; anything else is an InputError."""
+    from kebab_mlflow.errors import InputError
+
+    if spec in EXECUTORS or (spec.startswith("dask:") and spec.removeprefix("dask:").strip()):
+        return spec
+    raise InputError(f"--executor must be local, dask or dask:ADDRESS "
+                     f"(e.g. dask:tcp://scheduler:8786), got {spec!r}")
+
+
+def make_executor(spec: str, jobs: int, rows: int) -> Any:
+    """The executor for ``spec``; nothing is started until :meth:`start`."""
+    spec = check_executor(spec)
+    if spec == "local":
+        return InlineExecutor() if jobs == 1 or rows <= 1 else LocalPoolExecutor(min(jobs, rows))
+    address = spec.removeprefix("dask").removeprefix(":") or None
+    return DaskExecutor(address, jobs)
+
+
+class InlineExecutor:
+    """Rows one after another in this process (``--jobs 1``)."""
+
+    name = "this process"
+    slots = 1
+
+    def start(self, cancel_name: str) -> None:
+        pass
+
+    def submit(self, fn: Callable, *args: Any) -> Future:
+        from kebab_mlflow import progress
+
+        future: Future = Future()
+        try:
+            with progress.silenced():  # the sweep's progress is rows done, not queries
+                future.set_result(fn(*args))
+        except Exception as exc:  # noqa: BLE001 - an interrupt (BaseException) propagates
+            future.set_exception(exc)
+        return future
+
+    def cancel(self) -> None:
+        pass  # the row in progress was interrupted in this very process
+
+    def close(self) -> None:
+        pass
+
+
+# --------------------------------------------------------------------------- local processes
+
+
+class LocalPoolExecutor:
+    """N forked worker processes; the forks happen in :meth:`start`, on the main thread, before
+    any progress bar or feeder thread exists (a fork while another thread holds a lock leaves
+    the child waiting on it forever)."""
+
+    def __init__(self, workers: int):
+        self.slots = workers
+        self.name = f"{workers} local worker process(es)"
+        self.pool: Any = None
+
+    def start(self, cancel_name: str) -> None:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        from kebab_mlflow.sweep.workers import init_worker, warm_worker
+
+        # Fork: a worker starts with everything this process has imported (a spawned one would
+        # import MLflow and matplotlib and parse the corpus again, more than a cheap row costs).
+        try:
+            context, forked = multiprocessing.get_context("fork"), True
+            warm_worker()
+        except ValueError:  # no fork on this platform
+            context, forked = multiprocessing.get_context("spawn"), False
+        self.pool = ProcessPoolExecutor(max_workers=self.slots, mp_context=context,
+                                        initializer=init_worker, initargs=(forked, os.getpid()))
+        # a fork context starts every worker at the first submit: make it happen now
+        wait([self.pool.submit(os.getpid) for _ in range(self.slots)])
+
+    def submit(self, fn: Callable, *args: Any) -> Future:
+        from kebab_mlflow.sweep.workers import run_in_worker
+
+        return self.pool.submit(run_in_worker, fn, *args)
+
+    def cancel(self) -> None:
+        if self.pool is None:
+            return
+        # workers turn SIGTERM into an interrupt, so their child runs end KILLED
+        processes = list((getattr(self.pool, "_processes", None) or {}).values())
+        for process in processes:
+            if process.is_alive():
+                process.terminate()
+        deadline = time.monotonic() + CANCEL_GRACE_S
+        for process in processes:
+            process.join(max(0.0, deadline - time.monotonic()))
+            if process.is_alive():  # stuck past the grace period (in a user's target, say)
+                process.kill()
+        self.close()
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool = None
+
+
+# --------------------------------------------------------------------------- dask
+
+
+class DaskExecutor:
+    """Rows as Dask tasks: on a LocalCluster this starts (``address`` None) or on the cluster at
+    ``address``."""
+
+    def __init__(self, address: str | None, jobs: int):
+        self.address, self.jobs = address, jobs
+        self.client: Any = None
+        self.cluster: Any = None
+        self.event: Any = None
+        self.futures: list[Future] = []
+        self.slots = jobs
+        self.name = f"Dask cluster {address}" if address else f"Dask LocalCluster ({jobs} workers)"
+
+    def start(self, cancel_name: str) -> None:
+        from kebab_mlflow.errors import InputError
+
+        try:
+            import distributed
+        except ImportError:
+            raise InputError("--executor dask needs the `dask` extra: pip install "
+                             "'kebab-mlflow[dask]'") from None
+        if self.address is None:
+            # its own shutdown chatter ("still alive after 4 s, killing") is no news here
+            self.cluster = distributed.LocalCluster(n_workers=self.jobs, threads_per_worker=1,
+                                                    processes=True, dashboard_address=None,
+                                                    silence_logs=logging.ERROR)
+            self.client = distributed.Client(self.cluster)
+        else:
+            try:
+                self.client = distributed.Client(self.address, timeout="30s")
+            except OSError as exc:
+                raise InputError(f"--executor dask:{self.address}: no Dask scheduler answers "
+                                 f"there ({exc})") from None
+            self.slots = max(1, sum(self.client.nthreads().values()))
+        self.event = distributed.Event(cancel_name, client=self.client)
+        self.event.clear()  # a resumed sweep reuses the name of the one interrupted before
+
+    def submit(self, fn: Callable, *args: Any) -> Future:
+        """The Dask future, mirrored into a concurrent.futures one for the row loop."""
+        remote = self.client.submit(run_cancellable, self.event.name, fn, *args, pure=False)
+        local: Future = Future()
+
+        def mirror(done: Any) -> None:
+            try:
+                local.set_result(done.result())
+            except BaseException as exc:  # noqa: BLE001 - handed to the row loop
+                local.set_exception(exc)
+
+        remote.add_done_callback(mirror)
+        self.futures.append(remote)
+        return local
+
+    def cancel(self) -> None:
+        """Set the cancel event: a running row stops within half a second and ends KILLED, a
+        queued one ends before it starts; wait for them all (at most CANCEL_GRACE_S)."""
+        if self.client is None:
+            return
+        with contextlib.suppress(Exception):
+            import distributed
+
+            self.event.set()
+            distributed.wait(self.futures, timeout=CANCEL_GRACE_S)
+        self.close()
+
+    def close(self) -> None:
+        for thing in (self.client, self.cluster):
+            if thing is not None:
+                with contextlib.suppress(Exception):
+                    thing.close()
+        self.client = self.cluster = None
+
+
+CHECK_EVERY_S = 0.5
+
+
+def run_cancellable(event_name: str, fn: Callable, *args: Any) -> Any:
+    """On a Dask worker: run ``fn`` while a watcher thread checks the sweep's cancel event
+    twice a second; once it is set, KeyboardInterrupt is raised in this task's thread (CPython's
+    ``PyThreadState_SetAsyncExc``: at its next Python instruction, even inside a user's target),
+    so the row ends KILLED as it would in a local process."""
+    import distributed
+
+    from kebab_mlflow.errors import RunInterrupted
+
+    event = distributed.Event(event_name)
+    if event.is_set():  # queued when the sweep was interrupted: never starts
+        raise RunInterrupted("the sweep was interrupted before this row started")
+    task_thread = threading.get_ident()
+    finished = threading.Event()
+
+    def watch() -> None:
+        while not finished.wait(CHECK_EVERY_S):
+            with contextlib.suppress(Exception):
+                if event.is_set() and not finished.is_set():
+                    ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                        ctypes.c_ulong(task_thread), ctypes.py_object(KeyboardInterrupt))
+                    return
+
+    watcher = threading.Thread(target=watch, name="kebab-row-cancel", daemon=True)
+    watcher.start()
+    try:
+        return fn(*args)
+    finally:
+        finished.set()
