@@ -17,12 +17,18 @@ from typing import Any
 from kebab_mlflow.errors import ConfigError, Problem
 
 BACKENDS = ("lexical", "dense", "hybrid", "random", "oracle")
+# lexical.tokenizer (pipeline/text.py has the analyzers); auto = english unless the corpus is
+# mostly Korean, then multilingual
+TOKENIZERS = ("auto", "english", "korean", "cjk-bigram", "multilingual")
+KOREAN_INSTALL_HINT = ("install the optional extra: make setup, or pip install -e '.[korean]' "
+                       "(kiwipiepy); or use lexical.tokenizer=cjk-bigram, which needs no model")
 
 DEFAULTS: dict[str, Any] = {
     "backend": "lexical",
     "top_k": None,  # cap on the hits a search returns; None = as many as asked for
     "chunker": {"mode": "structure", "max_chars": 800, "overlap_chars": 100},
     "bm25": {"k1": 0.9, "b": 0.4},
+    "lexical": {"tokenizer": "auto"},
     "dense": {"model": "all-MiniLM-L6-v2", "batch_size": 32, "max_seq_length": None},
     "hybrid": {"rrf_k": 60, "depth": 100},
     # similarity: also measure the query–answer cosine with the dense model (a second signal
@@ -116,9 +122,26 @@ def _apply(config: dict[str, Any], overrides: dict[str, Any], source: str) -> No
                                 f"{', '.join(BACKENDS)}", source))
     if config["chunker"]["mode"] not in ("structure", "document"):
         problems.append(Problem("chunker.mode must be 'structure' or 'document'", source))
+    problems += [Problem(message, source) for message in _tokenizer_problems(config)]
     problems += [Problem(message, source) for message in _out_of_range(flatten(config))]
     if problems:
         raise ConfigError("invalid configuration", problems)
+
+
+def _tokenizer_problems(config: dict[str, Any]) -> list[str]:
+    name = config["lexical"]["tokenizer"]
+    if name not in TOKENIZERS:
+        return [f"unknown lexical.tokenizer {name!r}; valid: {', '.join(TOKENIZERS)}"]
+    if name in ("korean", "multilingual") and not _kiwi_installed():
+        return [f"lexical.tokenizer={name} needs kiwipiepy, which is not installed: "
+                f"{KOREAN_INSTALL_HINT}"]
+    return []
+
+
+def _kiwi_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("kiwipiepy") is not None
 
 
 def _out_of_range(flat: dict[str, Any]) -> list[str]:
