@@ -33,11 +33,13 @@ DEFAULTS: dict[str, Any] = {
     "hybrid": {"rrf_k": 60, "depth": 100},
     # similarity: also measure the query–answer cosine with the dense model (a second signal
     # for the calibrator; loads torch, so off by default)
-    "answer": {"context_k": 3, "max_sentences": 1, "refuse_below": 0.5, "calibrate": True,
+    # refuse_below None: the tokenizer's own gate (pipeline/answerer.py REFUSE_BELOW; english 0.5)
+    "answer": {"context_k": 3, "max_sentences": 1, "refuse_below": None, "calibrate": True,
                "similarity": False},
 }
 # keys whose default is None but which take this type
-NULLABLE_TYPES: dict[str, type] = {"top_k": int, "dense.max_seq_length": int}
+NULLABLE_TYPES: dict[str, type] = {"top_k": int, "dense.max_seq_length": int,
+                                   "answer.refuse_below": float}
 
 PRESETS: dict[str, tuple[str, dict[str, Any]]] = {
     "naive_baseline": ("BM25 over structure-aware chunks, extractive answers", {}),
@@ -148,7 +150,7 @@ def _out_of_range(flat: dict[str, Any]) -> list[str]:
     out = []
     for key, (low, high) in RANGES.items():
         value = flat[key]
-        if value is None:  # only the nullable keys (top_k, dense.max_seq_length) can be
+        if value is None:  # only the nullable keys (NULLABLE_TYPES) can be
             continue
         bounds = " and ".join(f"{word} {b:g}" for word, b in ((">=", low), ("<=", high))
                               if b is not None)

@@ -21,7 +21,7 @@ try:
 except ImportError:  # pragma: no cover - not POSIX
     fcntl = None  # type: ignore[assignment]
 
-from kebab_mlflow.pipeline.answerer import AnswererConfig, extractive_answer
+from kebab_mlflow.pipeline.answerer import REFUSE_BELOW, AnswererConfig, extractive_answer
 from kebab_mlflow.pipeline.cache import atomic_folder, cache_root, load_or_build_once
 from kebab_mlflow.pipeline.chunker import Chunk, ChunkerConfig, chunk_corpus
 from kebab_mlflow.pipeline.corpus import Corpus, load_corpus
@@ -58,10 +58,16 @@ def versions_for(config: Mapping[str, Any], embedding_id: str = "") -> VersionSn
     if config.get("top_k") is not None:
         index += f"-top{config['top_k']}"
     prompt = (f"extractive-v3-ctx{an['context_k']}-sent{an['max_sentences']}"
-              f"-gate{an['refuse_below']}" + (f"-sim={embedding_id}" if an["similarity"] else "")
+              f"-gate{refuse_below(config)}" + (f"-sim={embedding_id}" if an["similarity"] else "")
               + ("" if tokenizer == "english" else f"-tok={tokenizer}")
               + ("-calibrated" if an["calibrate"] else ""))
     return VersionSnapshot(PARSER_VERSION, chunker, embedding, index, prompt)
+
+
+def refuse_below(config: Mapping[str, Any]) -> float:
+    """``answer.refuse_below``, or the tokenizer's gate when it is null."""
+    gate = config["answer"]["refuse_below"]
+    return REFUSE_BELOW[_tokenizer_name(config)] if gate is None else gate
 
 
 def _tokenizer_name(config: Mapping[str, Any]) -> str:
@@ -89,7 +95,7 @@ class ReferencePipeline:
         self._versions = versions_for(config, embedding_id)
         an = config["answer"]
         self.answer_config = AnswererConfig(an["context_k"], an["max_sentences"],
-                                            an["refuse_below"])
+                                            refuse_below(config))
         self.calibrator = _load_calibrator(folder, self._versions) if an["calibrate"] else None
         self._df: dict[str, int] | None = None  # chunk frequency per term, on first ask
         self.similarity = QuerySimilarity(config["dense"]) if an["similarity"] else None
@@ -273,7 +279,7 @@ def _lexical(config: Mapping[str, Any], chunks: list[Chunk], folder: Path):
     return load_or_build_once(folder, sub.name, load, build)
 
 
-def _term_counts(chunks: Sequence[Chunk], folder: Path, tokenizer: str):
+def _term_counts(chunks: Sequence[Chunk], folder: Path, tokenizer: str = "english"):
     """(chunks × terms) counts and the term → column map, cached beside the chunk list."""
     import scipy.sparse as sp
 
@@ -299,7 +305,7 @@ def _term_counts(chunks: Sequence[Chunk], folder: Path, tokenizer: str):
 
 
 def _document_frequencies(chunks: Sequence[Chunk], folder: Path,
-                          tokenizer: str) -> dict[str, int]:
+                          tokenizer: str = "english") -> dict[str, int]:
     """Number of chunks holding each term, from the cached term counts."""
     import numpy as np
 

@@ -19,7 +19,7 @@ before.
 
 Tokenizers (``lexical.tokenizer``; BM25 and the answerer's evidence use the same one):
 
-- ``english``: ``\w\w+`` lowercased, scikit-learn's English stop words, Snowball stems.
+- ``english``: ``\\w\\w+`` lowercased, scikit-learn's English stop words, Snowball stems.
 - ``korean``: kiwipiepy (Kiwi, a maintained Korean morphological analyzer with a bundled model)
   over the whole text; its content morphemes are the tokens: nouns, numerals, verb and adjective
   stems, roots, foreign words (lowercased), numbers, Hanja (tags NNG NNP NNB NR VV VA XR SL SN
@@ -45,6 +45,7 @@ import importlib.util
 import re
 import threading
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -273,3 +274,90 @@ def resolve_tokenizer(name: str, texts: Iterable[str]) -> str:
         tokenizer_version(name)
         return name
     return "multilingual" if hangul_share(texts) >= KOREAN_SHARE else "english"
+
+
+# --- quotable units of markdown ----------------------------------------------------------------
+
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$")
+_LIST_ITEM = re.compile(r"^\s*(?:[-*+•]|\d{1,3}[.)])\s+(.*)$")
+_TABLE_ROW = re.compile(r"^\s*\|(.*)\|\s*$")
+_TABLE_RULE = re.compile(r"^[\s|:-]+$")
+SENTENCE_END = re.compile(r"[.!?;:)\"'。]$")
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One piece of a chunk for the answerer. ``kind``: ``sentence`` (of a paragraph),
+    ``item`` (a list item or table row: one unit, whole), ``heading`` (a markdown heading, or
+    the heading path / title line a chunk starts with) or ``code`` (a fenced block)."""
+
+    text: str
+    kind: str
+
+    @property
+    def quotable(self) -> bool:
+        """A list item always (it is a unit, punctuated or not); a sentence when it ends like
+        one (a line without sentence punctuation is a label); never a heading or code."""
+        return self.kind == "item" or (self.kind == "sentence"
+                                       and bool(SENTENCE_END.search(self.text)))
+
+
+def text_units(text: str) -> list[Unit]:
+    """The units of a chunk: paragraphs split into sentences (:func:`split_sentences`), a list
+    item or table row whole, headings and fenced code apart. Text without markdown gives
+    exactly :func:`split_sentences`'s sentences. A chunk's first line, alone in its paragraph
+    and followed by more, is its heading path or title ("Guide > Setup", "규칙은?") when it
+    holds " > " or ends in "?": a heading, not a question to quote."""
+    units: list[Unit] = []
+    paragraph: list[str] = []
+    code: list[str] | None = None  # the open fence's lines
+
+    def flush(kind: str = "sentence") -> None:
+        if paragraph:
+            joined = " ".join(paragraph)
+            units.extend(Unit(s, kind) for s in
+                         ([joined] if kind == "item" else split_sentences(joined)))
+            paragraph.clear()
+
+    item = False
+    for line in text.splitlines():
+        if _FENCE.match(line):
+            flush("item" if item else "sentence")
+            item = False
+            if code is None:
+                code = []
+            else:
+                units.append(Unit("\n".join(code), "code"))
+                code = None
+            continue
+        if code is not None:
+            code.append(line)
+            continue
+        stripped = line.strip()
+        heading, listed, row = _HEADING.match(line), _LIST_ITEM.match(line), _TABLE_ROW.match(line)
+        if not stripped or heading or listed or row:
+            flush("item" if item else "sentence")
+            item = False
+        if heading:
+            units.append(Unit(heading.group(1), "heading"))
+        elif row:
+            if not _TABLE_RULE.match(stripped):
+                units.append(Unit(" | ".join(c.strip() for c in row.group(1).split("|")), "item"))
+        elif listed:
+            paragraph.append(listed.group(1).strip())
+            item = True
+        elif stripped:
+            paragraph.append(stripped)
+    flush("item" if item else "sentence")
+    if code:
+        units.append(Unit("\n".join(code), "code"))
+    return _first_line_heading(text, units)
+
+
+def _first_line_heading(text: str, units: list[Unit]) -> list[Unit]:
+    first, _, rest = text.strip().partition("\n\n")
+    if (units and rest.strip() and "\n" not in first and units[0].kind == "sentence"
+            and units[0].text == first.strip() and (" > " in first or first.endswith("?"))):
+        return [Unit(units[0].text, "heading"), *units[1:]]
+    return units
