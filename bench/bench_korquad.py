@@ -37,6 +37,7 @@ from common import SHARED, emit  # noqa: E402 - bench/ is the script's folder
 KORQUAD = SHARED / "datasets" / "korquad_v1_dev" / "KorQuAD_v1.0_dev.json"
 TOKENIZERS = ("english", "cjk-bigram", "korean", "multilingual")
 K1, B, DEPTH = 0.9, 0.4, 10
+GATES = (0.6, 0.65, 0.7, 0.75)
 
 
 def overrides(tokenizer: str) -> dict:
@@ -121,6 +122,29 @@ def answers(tokenizer: str, corpus: Path, train: Path, test: Path) -> dict:
             "ms_per_query": 1000 * run_s / len(golden)}
 
 
+def gate_trade_off(tokenizer: str, corpus: Path, test: Path) -> list[tuple[float, dict]]:
+    """What a higher gate buys on the test split (uncalibrated; the gate is the same either
+    way): (gate, contains_all, answerable refused, abstention refused)."""
+    from kebab_mlflow.config import build_config
+    from kebab_mlflow.evaluation import runner
+    from kebab_mlflow.golden import load_golden_set
+    from kebab_mlflow.metrics.scoring import cutoffs_for
+    from kebab_mlflow.pipeline.reference import build_pipeline
+
+    golden, out = load_golden_set(test), []
+    for gate in GATES:
+        pipeline = build_pipeline(build_config(overrides={
+            **overrides(tokenizer), "answer.calibrate": False, "answer.refuse_below": gate}),
+            corpus)
+        with tempfile.TemporaryDirectory() as tmp:
+            agg = runner.run_queries(pipeline, golden, DEPTH, cutoffs_for(DEPTH),
+                                     Path(tmp) / "per_query.jsonl").aggregate
+        out.append((gate, agg["overall"]["contains_all"],
+                    agg["by_query_type"]["single_doc"]["refusal_rate"],
+                    agg["abstention_outcomes"]["correct_refusal_share"]))
+    return out
+
+
 def speed(tokenizer: str, texts: list[str]) -> dict:
     from kebab_mlflow.pipeline import text
 
@@ -162,6 +186,11 @@ def render(rows: dict, n_questions: dict, wall: float) -> str:
                      f"{a['answerable_contains_all']:7.4f}{a['answerable_refused']:8.3f}"
                      f"{a['correct_refusals']:8.3f}{a['ece_raw']:8.4f}{a['ece']:8.4f}"
                      f"{a['brier']:7.4f}{a['ms_per_query']:6.1f}")
+    for tok, r in rows.items():
+        if r.get("gates"):
+            lines.append(f"  {tok}, higher gates (uncalibrated): " + "; ".join(
+                f"{g:.2f}: contains {c:.3f}, refused {ra:.3f}, abst.ok {ab:.3f}"
+                for g, c, ra, ab in r["gates"]))
     lines += ["", "tokenizer speed over the corpus (one thread, no memo):",
               f"{'tokenizer':14}{'chars/s':>12}{'tokens/s':>12}{'tokens':>10}{'load s':>8}"]
     for tok, r in rows.items():
@@ -195,6 +224,8 @@ def main() -> int:
             rows[tok] = {"speed": speed(tok, texts),
                          "retrieval": retrieval(tok, s.corpus, test),
                          "answers": answers(tok, s.corpus, train, test)}
+            if tok == "multilingual":
+                rows[tok]["gates"] = gate_trade_off(tok, s.corpus, test)
         wall = time.perf_counter() - t0
     split = s.splits[1]
     emit("bench_korquad", render(rows, {"answerable": split.answerable,

@@ -60,8 +60,8 @@ def import_squad_cmd(
     test_share: Annotated[float, typer.Option(help="share of the articles in test.yaml")] = 0.5,
     seed: Annotated[int, typer.Option(help="seed of the split and the dropped paragraphs")] = 0,
     lang: Annotated[str | None, typer.Option(
-        help="every question's lang; default: ko when Hangul is >= 30% of its paragraph's "
-        "letters, else en")] = None,
+        help="every question's lang; default: ko when >= 30% of its words hold Hangul, "
+        "else en")] = None,
 ) -> None:
     """Turn SQuAD-style QA into an answer benchmark: OUT/corpus + OUT/train.yaml + OUT/test.yaml.
 

@@ -16,13 +16,14 @@ Output, in ``out``:
 The split is by article (title), so train and test never share a paragraph; in each split
 ``round(abstain_share · paragraphs)`` paragraphs are dropped. All random choices come from one
 ``numpy.random.default_rng(seed)``; the seed and shares are recorded in each file's header and
-``description``. Each question's ``lang`` is ``ko`` when Hangul is at least 30% of its
-paragraph's letters (KorQuAD: all of them), else ``en``, unless ``--lang`` names one.
+``description``. Each question's ``lang`` is ``ko`` when at least 30% of its words hold
+Hangul (KorQuAD: all of them), else ``en``, unless ``--lang`` names one.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +32,8 @@ import yaml
 
 from kebab_mlflow.errors import CorpusError, InputError, Problem
 
-HANGUL_SHARE = 0.3  # of a paragraph's letters, from which its questions are `lang: ko`
+HANGUL_SHARE = 0.3  # of a question's words, from which it is `lang: ko`
+_HANGUL = re.compile("[\uac00-\ud7a3\u1100-\u11ff\u3130-\u318f]")
 
 
 @dataclass(frozen=True)
@@ -123,7 +125,7 @@ def _checked(rows: list[QA], source: str) -> list[QA]:
 
 def import_squad(source: Path, out: Path, *, abstain_share: float = 0.1,
                  test_share: float = 0.5, seed: int = 0, lang: str | None = None) -> SquadImport:
-    """``lang``: every question's ``lang``; None = from its paragraph's text
+    """``lang``: every question's ``lang``; None = from the question's text
     (:func:`detect_lang`)."""
     _check_options(abstain_share, test_share)
     import numpy as np
@@ -137,26 +139,25 @@ def import_squad(source: Path, out: Path, *, abstain_share: float = 0.1,
     dropped = _dropped_paragraphs(paragraphs, split_of, abstain_share, rng)
     kept = {p: r for p, r in paragraphs.items() if p not in dropped}
     corpus_dir = _write_corpus(out, kept)
-    langs = {pid: lang or detect_lang(r.context) for pid, r in paragraphs.items()}
     kept_by_title: dict[str, list[str]] = {}
     for r in kept.values():
         kept_by_title.setdefault(r.title, []).append(r.context)
     settings = (f"seed={seed} test_share={test_share} abstain_share={abstain_share} "
                 f"source={source}")
     splits = tuple(
-        _write_split(name, [r for r in rows if split_of[r.title] == name], dropped, langs,
+        _write_split(name, [r for r in rows if split_of[r.title] == name], dropped, lang,
                      kept_by_title, out, corpus_dir, settings, source)
         for name in ("train", "test"))
     return SquadImport(corpus_dir, len(kept), splits, seed)
 
 
 def detect_lang(text: str) -> str:
-    """``ko`` when Hangul makes up at least :data:`HANGUL_SHARE` of the letters, else ``en``
-    (the only two this importer tells apart; ``--lang`` names any other)."""
-    letters = sum(ch.isalpha() for ch in text)
-    hangul = sum("\uac00" <= ch <= "\ud7a3" or "\u1100" <= ch <= "\u11ff"
-                 or "\u3130" <= ch <= "\u318f" for ch in text)
-    return "ko" if letters and hangul / letters >= HANGUL_SHARE else "en"
+    """``ko`` when at least :data:`HANGUL_SHARE` of the words hold Hangul (a particle sticks
+    to a Latin word: "workspace를"), else ``en`` — the only two it tells apart; ``--lang``
+    names any other."""
+    words = re.findall(r"\w+", text)
+    hangul = sum(bool(_HANGUL.search(w)) for w in words)
+    return "ko" if words and hangul / len(words) >= HANGUL_SHARE else "en"
 
 
 def _check_options(abstain_share: float, test_share: float) -> None:
@@ -202,11 +203,11 @@ def _write_corpus(out: Path, kept: dict[str, QA]) -> Path:
     return corpus_dir
 
 
-def _write_split(split: str, members: list[QA], dropped: set[str], langs: dict[str, str],
+def _write_split(split: str, members: list[QA], dropped: set[str], lang: str | None,
                  kept_by_title: dict[str, list[str]], out: Path, corpus_dir: Path,
                  settings: str, source: Path) -> SquadSplit:
     entries = [_entry(r, r.passage_id in dropped, kept_by_title.get(r.title, ()),
-                      langs[r.passage_id]) for r in members]
+                      lang or detect_lang(r.question)) for r in members]
     n_abstain = sum(r.passage_id in dropped for r in members)
     pids = {r.passage_id for r in members}
     path = out / f"{split}.yaml"

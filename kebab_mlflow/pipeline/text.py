@@ -288,9 +288,10 @@ SENTENCE_END = re.compile(r"[.!?;:)\"'。]$")
 
 @dataclass(frozen=True)
 class Unit:
-    """One piece of a chunk for the answerer. ``kind``: ``sentence`` (of a paragraph),
-    ``item`` (a list item or table row: one unit, whole), ``heading`` (a markdown heading, or
-    the heading path / title line a chunk starts with) or ``code`` (a fenced block)."""
+    """One piece of a chunk for the answerer. ``kind``: ``sentence`` (of a paragraph or list
+    item), ``item`` (a table row, or the last sentence of a list item: quotable even without
+    a full stop), ``heading`` (a markdown heading, or the heading path / title line a chunk
+    starts with) or ``code`` (a fenced block)."""
 
     text: str
     kind: str
@@ -304,8 +305,9 @@ class Unit:
 
 
 def text_units(text: str) -> list[Unit]:
-    """The units of a chunk: paragraphs split into sentences (:func:`split_sentences`), a list
-    item or table row whole, headings and fenced code apart. Text without markdown gives
+    """The units of a chunk: paragraphs and list items split into sentences
+    (:func:`split_sentences`), each list item apart from the next, a table row whole, headings
+    and fenced code apart. Text without markdown gives
     exactly :func:`split_sentences`'s sentences. A chunk's first line, alone in its paragraph
     and followed by more, is its heading path or title ("Guide > Setup", "규칙은?") when it
     holds " > " or ends in "?": a heading, not a question to quote."""
@@ -315,9 +317,9 @@ def text_units(text: str) -> list[Unit]:
 
     def flush(kind: str = "sentence") -> None:
         if paragraph:
-            joined = " ".join(paragraph)
-            units.extend(Unit(s, kind) for s in
-                         ([joined] if kind == "item" else split_sentences(joined)))
+            sentences = split_sentences(" ".join(paragraph))
+            units.extend(Unit(s, "sentence") for s in sentences[:-1])
+            units.extend(Unit(s, kind) for s in sentences[-1:])
             paragraph.clear()
 
     item = False
@@ -344,7 +346,7 @@ def text_units(text: str) -> list[Unit]:
         elif row:
             if not _TABLE_RULE.match(stripped):
                 units.append(Unit(" | ".join(c.strip() for c in row.group(1).split("|")), "item"))
-        elif listed:
+        elif listed:  # without its marker ("- ", "2. ")
             paragraph.append(listed.group(1).strip())
             item = True
         elif stripped:
