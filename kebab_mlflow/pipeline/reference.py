@@ -77,11 +77,13 @@ def _tokenizer_name(config: Mapping[str, Any]) -> str:
 
 def resolved_config(config: Mapping[str, Any], corpus: Corpus) -> dict[str, Any]:
     """``config`` with ``lexical.tokenizer: auto`` replaced by the corpus's tokenizer
-    (:func:`text.resolve_tokenizer`: multilingual for a mostly Korean corpus)."""
+    (:func:`text.resolve_tokenizer`: multilingual for a mostly Korean corpus) and a null
+    ``answer.refuse_below`` by that tokenizer's gate, so a run's params say what was used."""
     lexical = dict(config.get("lexical", {"tokenizer": AUTO}))
     lexical["tokenizer"] = resolve_tokenizer(lexical["tokenizer"],
                                              (d.text for d in corpus.documents))
-    return {**config, "lexical": lexical}
+    resolved = {**config, "lexical": lexical}
+    return {**resolved, "answer": {**config["answer"], "refuse_below": refuse_below(resolved)}}
 
 
 class ReferencePipeline:
