@@ -58,6 +58,21 @@ stop words hold "do" but not these), so the question's auxiliaries no longer cou
 and 0.1359 vs 0.1378 (isotonic); cross-fitted ECE moved both ways (Platt 0.039 vs 0.026, isotonic
 0.027 vs 0.051) — within its noise.
 
+extractive-v4 (issue 20), for real documents and Korean: the units it quotes come from
+``text.text_units`` — never a fenced code block (kebab's docs had a code comment repeating the
+query), a heading alone or a chunk's heading-path line, nor a whole bullet list as one sentence
+(each list item is a unit, quotable without a full stop); sentences also end before Hangul. The
+tokens are the pipeline's ``lexical.tokenizer``; a Korean question's words for what it asks
+(:data:`KOREAN_QUESTION_WORDS`: 연도, 이름, 무엇, …) are not evidence, and 몇/얼마/언제 questions
+get the number/date bonus. The gate is per tokenizer (:data:`REFUSE_BELOW`). On plain English
+prose (XQuAD) v4 quotes what v3 quoted. KorQuAD (``bench/bench_korquad.py``): about 85% of the
+abstention cases whose gold span is nowhere else in the corpus are refused, but only ~62–69% of
+those whose span still occurs in a kept paragraph of the article (27% of them) — often a real
+answer. On the train split no lexical signal tried (the evidence, the share of the query's
+adjacent term pairs, BM25's normalized top score and margin, the weight of the rarest missing
+term, the answer type; a logistic model over all eight) refused more than 87% of the abstention
+cases while refusing at most 20% of the answerable ones, so the gate alone stays.
+
 Similarity (``answer.similarity: true``, off by default because it loads the dense model): the
 answer also carries the cosine of the query and the quoted text (a refusal: of the query and its
 closest quotable sentence) under all-MiniLM-L6-v2, clipped to [0, 1]. It changes no answer and
@@ -93,8 +108,9 @@ _SENTENCE_END = SENTENCE_END  # bench_xquad's previous answerer reads it from he
 _AUXILIARIES = re.compile(r"\b(does|did|doing)\b", re.I)
 # a Korean question's words for what it asks ("세워진 연도는?", "아버지 이름은?", "어디",
 # "무엇"): the answer sentence holds the year or the name, not the word for it
-KOREAN_QUESTION_WORDS = frozenset(
-    "연도 년도 날짜 시기 기간 이름 명칭 곳 장소 인물 것 무엇 누구 언제 어디 얼마 무슨 어느 때".split())
+KOREAN_QUESTION_WORDS = frozenset((
+    "연도 년도 날짜 시기 기간 이름 명칭 곳 장소 인물 "
+    "것 무엇 누구 언제 어디 얼마 무슨 어느 때").split())
 CARRY_OVER = 0.3
 TYPE_BONUS = 0.2
 

@@ -57,7 +57,7 @@ def versions_for(config: Mapping[str, Any], embedding_id: str = "") -> VersionSn
     }[backend]
     if config.get("top_k") is not None:
         index += f"-top{config['top_k']}"
-    prompt = (f"extractive-v3-ctx{an['context_k']}-sent{an['max_sentences']}"
+    prompt = (f"extractive-v4-ctx{an['context_k']}-sent{an['max_sentences']}"
               f"-gate{refuse_below(config)}" + (f"-sim={embedding_id}" if an["similarity"] else "")
               + ("" if tokenizer == "english" else f"-tok={tokenizer}")
               + ("-calibrated" if an["calibrate"] else ""))

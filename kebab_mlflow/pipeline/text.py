@@ -46,7 +46,7 @@ import re
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 from kebab_mlflow.config import KOREAN_INSTALL_HINT, TOKENIZERS
@@ -248,12 +248,16 @@ def get_analyzer(name: str) -> Callable[[str], list[str]]:
     return _ANALYZERS[name]
 
 
-@lru_cache(maxsize=None)
+@cache
 def get_tokenizer(name: str) -> Callable[[str], list[str]]:
     """:func:`get_analyzer`, memoised per text, for queries and the answerer, which tokenize
     the same chunks' sentences for many queries (Kiwi reads ~100k characters a second)."""
-    cached = lru_cache(maxsize=100_000)(lambda text, analyze=get_analyzer(name):
-                                        tuple(analyze(text)))
+    analyze = get_analyzer(name)
+
+    @lru_cache(maxsize=100_000)
+    def cached(text: str) -> tuple[str, ...]:
+        return tuple(analyze(text))
+
     return lambda text: list(cached(text))
 
 
@@ -338,6 +342,8 @@ def text_units(text: str) -> list[Unit]:
             continue
         stripped = line.strip()
         heading, listed, row = _HEADING.match(line), _LIST_ITEM.match(line), _TABLE_ROW.match(line)
+        if listed and paragraph and not item and _interrupts_not(stripped):
+            listed = None  # "… compressed O\n2. This method …" is prose, as CommonMark says
         if not stripped or heading or listed or row:
             flush("item" if item else "sentence")
             item = False
@@ -355,6 +361,13 @@ def text_units(text: str) -> list[Unit]:
     if code:
         units.append(Unit("\n".join(code), "code"))
     return _first_line_heading(text, units)
+
+
+def _interrupts_not(line: str) -> bool:
+    """Whether a numbered line cannot start a list inside a paragraph: CommonMark lets only
+    ``1.`` (or ``1)``) interrupt one."""
+    number = re.match(r"(\d{1,3})[.)]", line)
+    return number is not None and number.group(1) != "1"
 
 
 def _first_line_heading(text: str, units: list[Unit]) -> list[Unit]:
