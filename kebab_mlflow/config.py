@@ -64,7 +64,8 @@ RANGES: dict[str, tuple[float | None, float | None]] = {
     "answer.refuse_below": (0, 1),
 }
 
-SECRET_RE = re.compile(r"(secret|password|passwd|token|api[_-]?key|credential|auth)", re.I)
+# "token" but not "tokenizer" (lexical.tokenizer is a setting, not a secret)
+SECRET_RE = re.compile(r"(secret|password|passwd|token(?!iz)|api[_-]?key|credential|auth)", re.I)
 
 
 def preset_names() -> list[str]:

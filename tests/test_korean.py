@@ -266,3 +266,12 @@ def test_import_squad_reads_korean_qa_jsonl(tmp_path):
     s = import_squad(tmp_path, tmp_path / "out", abstain_share=0.0)
     assert {q["lang"] for sp in s.splits
             for q in yaml.safe_load(sp.path.read_text(encoding="utf-8"))["queries"]} == {"ko"}
+
+
+def test_the_tokenizer_is_logged_not_redacted_as_a_secret():
+    from kebab_mlflow.config import flatten, redacted
+
+    flat = redacted({**flatten(build_config(overrides={"lexical.tokenizer": "cjk-bigram"})),
+                     "target.api_token": "s3cret", "auth_token": "x"})
+    assert flat["lexical.tokenizer"] == "cjk-bigram"
+    assert flat["target.api_token"] == flat["auth_token"] == "***"
