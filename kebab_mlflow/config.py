@@ -17,21 +17,29 @@ from typing import Any
 from kebab_mlflow.errors import ConfigError, Problem
 
 BACKENDS = ("lexical", "dense", "hybrid", "random", "oracle")
+# lexical.tokenizer (pipeline/text.py has the analyzers); auto = english unless the corpus is
+# mostly Korean, then multilingual
+TOKENIZERS = ("auto", "english", "korean", "cjk-bigram", "multilingual")
+KOREAN_INSTALL_HINT = ("install the optional extra: make setup, or pip install -e '.[korean]' "
+                       "(kiwipiepy); or use lexical.tokenizer=cjk-bigram, which needs no model")
 
 DEFAULTS: dict[str, Any] = {
     "backend": "lexical",
     "top_k": None,  # cap on the hits a search returns; None = as many as asked for
     "chunker": {"mode": "structure", "max_chars": 800, "overlap_chars": 100},
     "bm25": {"k1": 0.9, "b": 0.4},
+    "lexical": {"tokenizer": "auto"},
     "dense": {"model": "all-MiniLM-L6-v2", "batch_size": 32, "max_seq_length": None},
     "hybrid": {"rrf_k": 60, "depth": 100},
     # similarity: also measure the query–answer cosine with the dense model (a second signal
     # for the calibrator; loads torch, so off by default)
-    "answer": {"context_k": 3, "max_sentences": 1, "refuse_below": 0.5, "calibrate": True,
+    # refuse_below None: the tokenizer's own gate (pipeline/answerer.py REFUSE_BELOW; english 0.5)
+    "answer": {"context_k": 3, "max_sentences": 1, "refuse_below": None, "calibrate": True,
                "similarity": False},
 }
 # keys whose default is None but which take this type
-NULLABLE_TYPES: dict[str, type] = {"top_k": int, "dense.max_seq_length": int}
+NULLABLE_TYPES: dict[str, type] = {"top_k": int, "dense.max_seq_length": int,
+                                   "answer.refuse_below": float}
 
 PRESETS: dict[str, tuple[str, dict[str, Any]]] = {
     "naive_baseline": ("BM25 over structure-aware chunks, extractive answers", {}),
@@ -56,7 +64,8 @@ RANGES: dict[str, tuple[float | None, float | None]] = {
     "answer.refuse_below": (0, 1),
 }
 
-SECRET_RE = re.compile(r"(secret|password|passwd|token|api[_-]?key|credential|auth)", re.I)
+# "token" but not "tokenizer" (lexical.tokenizer is a setting, not a secret)
+SECRET_RE = re.compile(r"(secret|password|passwd|token(?!iz)|api[_-]?key|credential|auth)", re.I)
 
 
 def preset_names() -> list[str]:
@@ -116,16 +125,33 @@ def _apply(config: dict[str, Any], overrides: dict[str, Any], source: str) -> No
                                 f"{', '.join(BACKENDS)}", source))
     if config["chunker"]["mode"] not in ("structure", "document"):
         problems.append(Problem("chunker.mode must be 'structure' or 'document'", source))
+    problems += [Problem(message, source) for message in _tokenizer_problems(config)]
     problems += [Problem(message, source) for message in _out_of_range(flatten(config))]
     if problems:
         raise ConfigError("invalid configuration", problems)
+
+
+def _tokenizer_problems(config: dict[str, Any]) -> list[str]:
+    name = config["lexical"]["tokenizer"]
+    if name not in TOKENIZERS:
+        return [f"unknown lexical.tokenizer {name!r}; valid: {', '.join(TOKENIZERS)}"]
+    if name in ("korean", "multilingual") and not _kiwi_installed():
+        return [f"lexical.tokenizer={name} needs kiwipiepy, which is not installed: "
+                f"{KOREAN_INSTALL_HINT}"]
+    return []
+
+
+def _kiwi_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("kiwipiepy") is not None
 
 
 def _out_of_range(flat: dict[str, Any]) -> list[str]:
     out = []
     for key, (low, high) in RANGES.items():
         value = flat[key]
-        if value is None:  # only the nullable keys (top_k, dense.max_seq_length) can be
+        if value is None:  # only the nullable keys (NULLABLE_TYPES) can be
             continue
         bounds = " and ".join(f"{word} {b:g}" for word, b in ((">=", low), ("<=", high))
                               if b is not None)

@@ -19,7 +19,6 @@ MAX_FUNCTION_LINES = 60
 # Functions still over the limit, to be split; this list may only shrink.
 LONG_FUNCTIONS_LEFT = {
     "golden.py:_build",
-    "importers/squad.py:import_squad",
 }
 
 

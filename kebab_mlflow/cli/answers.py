@@ -59,16 +59,21 @@ def import_squad_cmd(
         "abstention cases")] = 0.1,
     test_share: Annotated[float, typer.Option(help="share of the articles in test.yaml")] = 0.5,
     seed: Annotated[int, typer.Option(help="seed of the split and the dropped paragraphs")] = 0,
+    lang: Annotated[str | None, typer.Option(
+        help="every question's lang; default: ko when >= 30% of its words hold Hangul, "
+        "else en")] = None,
 ) -> None:
     """Turn SQuAD-style QA into an answer benchmark: OUT/corpus + OUT/train.yaml + OUT/test.yaml.
 
     must_contain = the gold answer span; expected ids = its paragraph (run with
     --set chunker.mode=document); abstention cases = questions whose paragraph was dropped;
-    train/test split by article, seeded.
+    train/test split by article, seeded. SOURCE: a qa.jsonl, a folder holding one, or a
+    SQuAD v1.1 JSON file (KorQuAD 1.0 as published).
     """
     from kebab_mlflow.importers.squad import import_squad
 
-    s = import_squad(source, out, abstain_share=abstain_share, test_share=test_share, seed=seed)
+    s = import_squad(source, out, abstain_share=abstain_share, test_share=test_share, seed=seed,
+                     lang=lang)
     typer.echo(f"corpus: {s.corpus} ({s.paragraphs_kept} paragraphs)")
     for sp in s.splits:
         typer.echo(f"{sp.name}: {sp.path} — {sp.answerable} answerable + {sp.abstention} "

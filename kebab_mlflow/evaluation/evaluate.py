@@ -147,7 +147,8 @@ def reference_pipeline(preset: str = "naive_baseline", corpus: str | Path = "fix
         golden = golden if isinstance(golden, GoldenSet) else load_golden_set(golden)
         truth = oracle_truth(golden.queries)
     pipeline = build_pipeline(config, corpus, truth)
-    pipeline.source = PipelineSource(preset, config["backend"], str(corpus), config)
+    # the pipeline's config: lexical.tokenizer and the gate resolved for this corpus
+    pipeline.source = PipelineSource(preset, config["backend"], str(corpus), pipeline.config)
     return pipeline
 
 

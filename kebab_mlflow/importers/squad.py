@@ -16,12 +16,14 @@ Output, in ``out``:
 The split is by article (title), so train and test never share a paragraph; in each split
 ``round(abstain_share · paragraphs)`` paragraphs are dropped. All random choices come from one
 ``numpy.random.default_rng(seed)``; the seed and shares are recorded in each file's header and
-``description``.
+``description``. Each question's ``lang`` is ``ko`` when at least 30% of its words hold
+Hangul (KorQuAD: all of them), else ``en``, unless ``--lang`` names one.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +31,9 @@ from pathlib import Path
 import yaml
 
 from kebab_mlflow.errors import CorpusError, InputError, Problem
+
+HANGUL_SHARE = 0.3  # of a question's words, from which it is `lang: ko`
+_HANGUL = re.compile("[\uac00-\ud7a3\u1100-\u11ff\u3130-\u318f]")
 
 
 @dataclass(frozen=True)
@@ -119,7 +124,43 @@ def _checked(rows: list[QA], source: str) -> list[QA]:
 
 
 def import_squad(source: Path, out: Path, *, abstain_share: float = 0.1,
-                 test_share: float = 0.5, seed: int = 0) -> SquadImport:
+                 test_share: float = 0.5, seed: int = 0, lang: str | None = None) -> SquadImport:
+    """``lang``: every question's ``lang``; None = from the question's text
+    (:func:`detect_lang`)."""
+    _check_options(abstain_share, test_share)
+    import numpy as np
+
+    rows = read_squad(source)
+    rng = np.random.default_rng(seed)
+    split_of = _split_by_article(rows, test_share, rng, source)
+    paragraphs: dict[str, QA] = {}
+    for r in rows:
+        paragraphs.setdefault(r.passage_id, r)
+    dropped = _dropped_paragraphs(paragraphs, split_of, abstain_share, rng)
+    kept = {p: r for p, r in paragraphs.items() if p not in dropped}
+    corpus_dir = _write_corpus(out, kept)
+    kept_by_title: dict[str, list[str]] = {}
+    for r in kept.values():
+        kept_by_title.setdefault(r.title, []).append(r.context)
+    settings = (f"seed={seed} test_share={test_share} abstain_share={abstain_share} "
+                f"source={source}")
+    splits = tuple(
+        _write_split(name, [r for r in rows if split_of[r.title] == name], dropped, lang,
+                     kept_by_title, out, corpus_dir, settings, source)
+        for name in ("train", "test"))
+    return SquadImport(corpus_dir, len(kept), splits, seed)
+
+
+def detect_lang(text: str) -> str:
+    """``ko`` when at least :data:`HANGUL_SHARE` of the words hold Hangul (a particle sticks
+    to a Latin word: "workspace를"), else ``en`` — the only two it tells apart; ``--lang``
+    names any other."""
+    words = re.findall(r"\w+", text)
+    hangul = sum(bool(_HANGUL.search(w)) for w in words)
+    return "ko" if words and hangul / len(words) >= HANGUL_SHARE else "en"
+
+
+def _check_options(abstain_share: float, test_share: float) -> None:
     problems = []
     if not 0.0 < test_share < 1.0:
         problems.append(Problem(f"must be in (0, 1), got {test_share}", "--test-share"))
@@ -127,28 +168,30 @@ def import_squad(source: Path, out: Path, *, abstain_share: float = 0.1,
         problems.append(Problem(f"must be in [0, 1), got {abstain_share}", "--abstain-share"))
     if problems:
         raise InputError("invalid import-squad options", problems)
-    import numpy as np
 
-    rows = read_squad(source)
-    rng = np.random.default_rng(seed)
+
+def _split_by_article(rows: Sequence[QA], test_share: float, rng, source: Path) -> dict[str, str]:
+    """title → "train" | "test", the articles in a seeded random order."""
     titles = sorted({r.title for r in rows})
     if len(titles) < 2:
         raise CorpusError(f"{source}: a split by article needs at least 2 articles, "
                           f"found {len(titles)}")
     order = [titles[i] for i in rng.permutation(len(titles))]
     n_test = min(max(round(test_share * len(titles)), 1), len(titles) - 1)
-    split_of = {t: ("test" if i < n_test else "train") for i, t in enumerate(order)}
+    return {t: ("test" if i < n_test else "train") for i, t in enumerate(order)}
 
-    paragraphs: dict[str, QA] = {}
-    for r in rows:
-        paragraphs.setdefault(r.passage_id, r)
+
+def _dropped_paragraphs(paragraphs: dict[str, QA], split_of: dict[str, str],
+                        abstain_share: float, rng) -> set[str]:
     dropped: set[str] = set()
     for split in ("train", "test"):
         pids = sorted(p for p, r in paragraphs.items() if split_of[r.title] == split)
         n_drop = round(abstain_share * len(pids))
         dropped |= {pids[i] for i in rng.choice(len(pids), size=n_drop, replace=False)}
-    kept = {p: r for p, r in paragraphs.items() if p not in dropped}
+    return dropped
 
+
+def _write_corpus(out: Path, kept: dict[str, QA]) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     corpus_dir = out / "corpus"
     corpus_dir.mkdir(exist_ok=True)
@@ -157,47 +200,43 @@ def import_squad(source: Path, out: Path, *, abstain_share: float = 0.1,
             r = kept[pid]
             fh.write(json.dumps({"_id": pid, "title": _pretty(r.title), "text": r.context},
                                 ensure_ascii=False) + "\n")
-
-    kept_by_title: dict[str, list[str]] = {}
-    for r in kept.values():
-        kept_by_title.setdefault(r.title, []).append(r.context)
-    settings = (f"seed={seed} test_share={test_share} abstain_share={abstain_share} "
-                f"source={source}")
-    splits = []
-    for split in ("train", "test"):
-        members = [r for r in rows if split_of[r.title] == split]
-        entries = [_entry(r, r.passage_id in dropped, kept_by_title.get(r.title, ()))
-                   for r in members]
-        n_abstain = sum(r.passage_id in dropped for r in members)
-        pids = {r.passage_id for r in members}
-        path = out / f"{split}.yaml"
-        header = (
-            f"# {split} split of {source}, written by kebab-mlflow import-squad ({settings}).\n"
-            f"# Split by article: {len({r.title for r in members})} articles, {len(pids)} "
-            f"paragraphs, {len(members)} questions; {n_abstain} abstention cases (questions "
-            f"whose paragraph was dropped\n# from the corpus: {len(pids & dropped)} paragraphs). "
-            "must_contain = the gold answer span (case-sensitive).\n"
-            f"# Run: kebab-mlflow run --golden {path} --corpus {corpus_dir} "
-            "--set chunker.mode=document\n")
-        doc = {"name": f"{_stem(source)}-{split}", "description": f"import-squad {settings}",
-               "queries": entries}
-        path.write_text(header + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True,
-                                                width=1000), encoding="utf-8")
-        splits.append(SquadSplit(split, path, len(members) - n_abstain, n_abstain, len(pids),
-                                 len(pids & dropped)))
-    return SquadImport(corpus_dir, len(kept), tuple(splits), seed)
+    return corpus_dir
 
 
-def _entry(r: QA, abstain: bool, kept_contexts: Sequence[str]) -> dict:
+def _write_split(split: str, members: list[QA], dropped: set[str], lang: str | None,
+                 kept_by_title: dict[str, list[str]], out: Path, corpus_dir: Path,
+                 settings: str, source: Path) -> SquadSplit:
+    entries = [_entry(r, r.passage_id in dropped, kept_by_title.get(r.title, ()),
+                      lang or detect_lang(r.question)) for r in members]
+    n_abstain = sum(r.passage_id in dropped for r in members)
+    pids = {r.passage_id for r in members}
+    path = out / f"{split}.yaml"
+    header = (
+        f"# {split} split of {source}, written by kebab-mlflow import-squad ({settings}).\n"
+        f"# Split by article: {len({r.title for r in members})} articles, {len(pids)} "
+        f"paragraphs, {len(members)} questions; {n_abstain} abstention cases (questions "
+        f"whose paragraph was dropped\n# from the corpus: {len(pids & dropped)} paragraphs). "
+        "must_contain = the gold answer span (case-sensitive).\n"
+        f"# Run: kebab-mlflow run --golden {path} --corpus {corpus_dir} "
+        "--set chunker.mode=document\n")
+    doc = {"name": f"{_stem(source)}-{split}", "description": f"import-squad {settings}",
+           "queries": entries}
+    path.write_text(header + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True,
+                                            width=1000), encoding="utf-8")
+    return SquadSplit(split, path, len(members) - n_abstain, n_abstain, len(pids),
+                      len(pids & dropped))
+
+
+def _entry(r: QA, abstain: bool, kept_contexts: Sequence[str], lang: str) -> dict:
     if abstain:
         tags = ["dropped_paragraph"]
         if any(r.answer in c for c in kept_contexts):
             tags.append("answer_elsewhere")
         return {"id": r.id, "query": r.question, "ask": True, "answerable": False,
-                "query_type": "abstention", "hardcase_categories": tags, "lang": "en"}
+                "query_type": "abstention", "hardcase_categories": tags, "lang": lang}
     return {"id": r.id, "query": r.question, "expected_doc_ids": [r.passage_id],
             "expected_chunk_ids": [f"{r.passage_id}#0"], "must_contain": [r.answer],
-            "ask": True, "query_type": "single_doc", "group": r.passage_id, "lang": "en"}
+            "ask": True, "query_type": "single_doc", "group": r.passage_id, "lang": lang}
 
 
 def _passage_order(pid: str) -> tuple:

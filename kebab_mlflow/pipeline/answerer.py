@@ -58,6 +58,21 @@ stop words hold "do" but not these), so the question's auxiliaries no longer cou
 and 0.1359 vs 0.1378 (isotonic); cross-fitted ECE moved both ways (Platt 0.039 vs 0.026, isotonic
 0.027 vs 0.051) — within its noise.
 
+extractive-v4 (issue 20), for real documents and Korean: the units it quotes come from
+``text.text_units`` — never a fenced code block (kebab's docs had a code comment repeating the
+query), a heading alone or a chunk's heading-path line, nor a whole bullet list as one sentence
+(each list item is a unit, quotable without a full stop); sentences also end before Hangul. The
+tokens are the pipeline's ``lexical.tokenizer``; a Korean question's words for what it asks
+(:data:`KOREAN_QUESTION_WORDS`: 연도, 이름, 무엇, …) are not evidence, and 몇/얼마/언제 questions
+get the number/date bonus. The gate is per tokenizer (:data:`REFUSE_BELOW`). On plain English
+prose (XQuAD) v4 quotes what v3 quoted. KorQuAD (``bench/bench_korquad.py``): about 85% of the
+abstention cases whose gold span is nowhere else in the corpus are refused, but only ~62–69% of
+those whose span still occurs in a kept paragraph of the article (27% of them) — often a real
+answer. On the train split no lexical signal tried (the evidence, the share of the query's
+adjacent term pairs, BM25's normalized top score and margin, the weight of the rarest missing
+term, the answer type; a logistic model over all eight) refused more than 87% of the abstention
+cases while refusing at most 20% of the answerable ones, so the gate alone stays.
+
 Similarity (``answer.similarity: true``, off by default because it loads the dense model): the
 answer also carries the cosine of the query and the quoted text (a refusal: of the query and its
 closest quotable sentence) under all-MiniLM-L6-v2, clipped to [0, 1]. It changes no answer and
@@ -83,13 +98,19 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from kebab_mlflow.pipeline.text import split_sentences, tokenize
+from kebab_mlflow.pipeline.text import SENTENCE_END, text_units, tokenize
 from kebab_mlflow.records import Answer, Hit
 
-_SENTENCE_END = re.compile(r"[.!?;:)\"']$")
+Tokenize = Callable[[str], list[str]]
+_SENTENCE_END = SENTENCE_END  # bench_xquad's previous answerer reads it from here
 # a question's auxiliary ("What did …", "How does …") is no evidence: the answer sentence rarely
 # repeats it, and scikit-learn's stop words have "do" but not "does" or "did"
 _AUXILIARIES = re.compile(r"\b(does|did|doing)\b", re.I)
+# a Korean question's words for what it asks ("세워진 연도는?", "아버지 이름은?", "어디",
+# "무엇"): the answer sentence holds the year or the name, not the word for it
+KOREAN_QUESTION_WORDS = frozenset((
+    "연도 년도 날짜 시기 기간 이름 명칭 곳 장소 인물 "
+    "것 무엇 누구 언제 어디 얼마 무슨 어느 때").split())
 CARRY_OVER = 0.3
 TYPE_BONUS = 0.2
 
@@ -105,7 +126,22 @@ ANSWER_TYPES = (
      re.compile(r"\b\d{3,4}s?\b|\b(" + "|".join(_MONTHS) + r")\b|\bcentur(y|ies)\b", re.I)),
     (re.compile(r"\bwho(m|se)?\b", re.I),  # a capitalised word, not the sentence's first
      re.compile(r"(?<!^)(?<![.!?]\s)\b[A-Z][\w'-]+")),
+    # Korean: "언제", "몇 년" ask for a date, "몇", "얼마" for a number; Hangul is a word
+    # character, so "1989년" has no \b after its digits and the English patterns miss it
+    (re.compile(r"언제|몇\s*년|연도|년도|날짜|며칠"),
+     re.compile(r"\d{1,4}(?=\s*(?:년|월|일|세기))|세기")),
+    (re.compile(r"몇|얼마"), re.compile(r"\d[\d,.]*")),
 )
+
+
+# the evidence gate per tokenizer (``answer.refuse_below: null``): the same share of the query's
+# weighted terms means less under bigrams (one word is several overlapping tokens, and a Korean
+# word's particle makes one of them miss) than under morphemes. english keeps its 0.5; the others
+# were chosen on the KorQuAD dev *train* split of import-squad seed 0 (bench/bench_korquad.py):
+# the highest gate, in steps of 0.05, that refuses at most 20% of the answerable questions there
+# (korean 0.55: 14.0% refused, 78.8% of the abstention cases refused; 0.60 refused 20.2%;
+# cjk-bigram 0.45: 18.4% / 79.5%).
+REFUSE_BELOW = {"english": 0.5, "cjk-bigram": 0.45, "korean": 0.55, "multilingual": 0.55}
 
 
 @dataclass(frozen=True)
@@ -134,12 +170,14 @@ def raw_confidence(candidates: Sequence[Candidate], max_sentences: int) -> float
     return min(max(best - runner_up / 2.0, 0.0), 1.0)
 
 
-def term_weights(query: str, idf: Callable[[str], float] | None = None) -> dict[str, float]:
+def term_weights(query: str, idf: Callable[[str], float] | None = None,
+                 tokenize: Tokenize = tokenize) -> dict[str, float]:
     """The query's content tokens and their weights (``idf(token)``, or 1 without it), in the
     order they first occur: the shares sum these weights, and summing floats in a set's order
     (which changes with ``PYTHONHASHSEED``) moved near-tied scores from one process to the next."""
     tokens = tokenize(_AUXILIARIES.sub(" ", query))
-    return {t: (idf(t) if idf else 1.0) for t in dict.fromkeys(tokens)}
+    return {t: (idf(t) if idf else 1.0) for t in dict.fromkeys(tokens)
+            if t not in KOREAN_QUESTION_WORDS}
 
 
 def _share(weights: dict[str, float], tokens: set[str] | frozenset[str]) -> float:
@@ -149,10 +187,10 @@ def _share(weights: dict[str, float], tokens: set[str] | frozenset[str]) -> floa
 
 def coverage(query: str, hits: Sequence[Hit], context_k: int,
              idf: Callable[[str], float] | None = None,
-             weights: dict[str, float] | None = None) -> float:
+             weights: dict[str, float] | None = None, tokenize: Tokenize = tokenize) -> float:
     """The largest weighted share of the query's content tokens that one context chunk holds
     (``weights``: the query's :func:`term_weights`, when the caller has them)."""
-    weights = weights if weights is not None else term_weights(query, idf)
+    weights = weights if weights is not None else term_weights(query, idf, tokenize)
     if not weights:
         return 0.0
     return max((_share(weights, set(tokenize(h.text))) for h in hits[:context_k]), default=0.0)
@@ -176,16 +214,19 @@ Similarity = Callable[[str, Sequence[str]], Sequence[float]]
 def extractive_answer(query: str, hits: Sequence[Hit], config: AnswererConfig,
                       calibrator: Callable[..., float] | None = None,
                       idf: Callable[[str], float] | None = None,
-                      similarity: Similarity | None = None) -> Answer:
+                      similarity: Similarity | None = None,
+                      tokenize: Tokenize = tokenize) -> Answer:
     """``similarity(query, texts)`` (cosines, when given) measures how close in meaning the
     quote is to the query — for a refusal, the closest quotable sentence — as a second signal
-    for the calibrator; it never changes which sentence is quoted or whether to refuse."""
-    weights = term_weights(query, idf)
+    for the calibrator; it never changes which sentence is quoted or whether to refuse.
+    ``tokenize``: the pipeline's ``lexical.tokenizer`` (English by default)."""
+    weights = term_weights(query, idf, tokenize)
     if sum(weights.values()) <= 0:
         # nothing to look for ("What is it?"): refused, with no confidence to report — the
         # answerer cannot judge whether that refusal is right (left out of calibration)
         return Answer("", (), "no_content_words")
-    candidates = rank_sentences(query, hits, config.context_k, weights=weights) if hits else []
+    candidates = (rank_sentences(query, hits, config.context_k, weights=weights,
+                                 tokenize=tokenize) if hits else [])
     evidence = candidates[0].share if candidates else 0.0
 
     def closeness(texts: Sequence[str]) -> float | None:
@@ -201,7 +242,7 @@ def extractive_answer(query: str, hits: Sequence[Hit], config: AnswererConfig,
     if not candidates or evidence < config.refuse_below:
         reason = ("no_hits" if not hits else "no_quotable_sentence" if not candidates
                   else f"best evidence {evidence:.2f} below gate {config.refuse_below}")
-        raw = coverage(query, hits, config.context_k, weights=weights)
+        raw = coverage(query, hits, config.context_k, weights=weights, tokenize=tokenize)
         sim = closeness([c.sentence for c in candidates])
         return Answer("", (), reason, confidence(raw, True, sim), raw, sim)
     raw = raw_confidence(candidates, config.max_sentences)
@@ -214,21 +255,27 @@ def extractive_answer(query: str, hits: Sequence[Hit], config: AnswererConfig,
 
 def rank_sentences(query: str, hits: Sequence[Hit], context_k: int,
                    idf: Callable[[str], float] | None = None,
-                   weights: dict[str, float] | None = None) -> list[Candidate]:
-    """Quotable sentences of the first ``context_k`` hits, best first, each sentence once
-    (``weights``: the query's :func:`term_weights`, when the caller has them)."""
-    weights = weights if weights is not None else term_weights(query, idf)
+                   weights: dict[str, float] | None = None,
+                   tokenize: Tokenize = tokenize) -> list[Candidate]:
+    """Quotable units (:func:`text.text_units`: sentences, list items) of the first
+    ``context_k`` hits, best first, each once (``weights``: the query's :func:`term_weights`,
+    when the caller has them). Fenced code is never quoted and carries nothing over."""
+    weights = weights if weights is not None else term_weights(query, idf, tokenize)
     if sum(weights.values()) <= 0:  # no content words
         return []
     wanted = answer_type(query)
     out = []
     for hit in hits[:context_k]:
         previous: set[str] = set()
-        for position, sentence in enumerate(split_sentences(hit.text)):
+        for position, unit in enumerate(text_units(hit.text)):
+            if unit.kind == "code":
+                previous = set()
+                continue
+            sentence = unit.text
             tokens = set(tokenize(sentence))
             score = _share(weights, tokens) + CARRY_OVER * _share(weights, previous - tokens)
             previous = tokens
-            if not _SENTENCE_END.search(sentence):
+            if not unit.quotable:
                 continue
             if wanted is not None and has_answer_token(wanted, query, sentence):
                 score += TYPE_BONUS * (1.0 - score)

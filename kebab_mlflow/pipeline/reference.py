@@ -21,10 +21,11 @@ try:
 except ImportError:  # pragma: no cover - not POSIX
     fcntl = None  # type: ignore[assignment]
 
-from kebab_mlflow.pipeline.answerer import AnswererConfig, extractive_answer
+from kebab_mlflow.pipeline.answerer import REFUSE_BELOW, AnswererConfig, extractive_answer
 from kebab_mlflow.pipeline.cache import atomic_folder, cache_root, load_or_build_once
 from kebab_mlflow.pipeline.chunker import Chunk, ChunkerConfig, chunk_corpus
 from kebab_mlflow.pipeline.corpus import Corpus, load_corpus
+from kebab_mlflow.pipeline.text import AUTO, get_tokenizer, resolve_tokenizer, tokenizer_version
 from kebab_mlflow.records import Answer, Hit, VersionSnapshot
 
 PARSER_VERSION = "parser-v1"
@@ -33,27 +34,56 @@ PARSER_VERSION = "parser-v1"
 
 
 def versions_for(config: Mapping[str, Any], embedding_id: str = "") -> VersionSnapshot:
+    """The versions of ``config``; ``lexical.tokenizer`` should be resolved
+    (:func:`resolved_config`) — an unresolved ``auto`` is taken as ``english``. The tokenizer
+    is in the lexical ``embedding_version`` and, when it is not ``english`` (whose versions
+    predate the key and stay as they were), in ``prompt_template_version``: the answerer's
+    evidence uses it, so a calibrator fitted on a Korean run applies to Korean runs only."""
     ch, bm, hy, an = config["chunker"], config["bm25"], config["hybrid"], config["answer"]
     chunker = ("document-v1" if ch["mode"] == "document"
                else f"structure-v3-max{ch['max_chars']}-overlap{ch['overlap_chars']}")
-    from kebab_mlflow.pipeline.backends.lexical import TOKENIZER_VERSION
+    tokenizer = _tokenizer_name(config)
+    tok = tokenizer_version(tokenizer)
 
     bm25 = f"bm25-k1={bm['k1']}-b={bm['b']}"
     backend = config["backend"]
     embedding, index = {
-        "lexical": (TOKENIZER_VERSION, bm25),
+        "lexical": (tok, bm25),
         "dense": (embedding_id, "exact-ip-v1"),
-        "hybrid": (f"{TOKENIZER_VERSION}+{embedding_id}",
+        "hybrid": (f"{tok}+{embedding_id}",
                    f"rrf-k{hy['rrf_k']}-depth{hy['depth']}({bm25}+exact-ip-v1)"),
         "random": ("none", "sha256-random-v1"),
         "oracle": ("none", "oracle-v1"),
     }[backend]
     if config.get("top_k") is not None:
         index += f"-top{config['top_k']}"
-    prompt = (f"extractive-v3-ctx{an['context_k']}-sent{an['max_sentences']}"
-              f"-gate{an['refuse_below']}" + (f"-sim={embedding_id}" if an["similarity"] else "")
+    prompt = (f"extractive-v4-ctx{an['context_k']}-sent{an['max_sentences']}"
+              f"-gate{refuse_below(config)}" + (f"-sim={embedding_id}" if an["similarity"] else "")
+              + ("" if tokenizer == "english" else f"-tok={tokenizer}")
               + ("-calibrated" if an["calibrate"] else ""))
     return VersionSnapshot(PARSER_VERSION, chunker, embedding, index, prompt)
+
+
+def refuse_below(config: Mapping[str, Any]) -> float:
+    """``answer.refuse_below``, or the tokenizer's gate when it is null."""
+    gate = config["answer"]["refuse_below"]
+    return REFUSE_BELOW[_tokenizer_name(config)] if gate is None else gate
+
+
+def _tokenizer_name(config: Mapping[str, Any]) -> str:
+    name = config.get("lexical", {}).get("tokenizer", "english")
+    return "english" if name == AUTO else name
+
+
+def resolved_config(config: Mapping[str, Any], corpus: Corpus) -> dict[str, Any]:
+    """``config`` with ``lexical.tokenizer: auto`` replaced by the corpus's tokenizer
+    (:func:`text.resolve_tokenizer`: multilingual for a mostly Korean corpus) and a null
+    ``answer.refuse_below`` by that tokenizer's gate, so a run's params say what was used."""
+    lexical = dict(config.get("lexical", {"tokenizer": AUTO}))
+    lexical["tokenizer"] = resolve_tokenizer(lexical["tokenizer"],
+                                             (d.text for d in corpus.documents))
+    resolved = {**config, "lexical": lexical}
+    return {**resolved, "answer": {**config["answer"], "refuse_below": refuse_below(resolved)}}
 
 
 class ReferencePipeline:
@@ -67,10 +97,12 @@ class ReferencePipeline:
         self._versions = versions_for(config, embedding_id)
         an = config["answer"]
         self.answer_config = AnswererConfig(an["context_k"], an["max_sentences"],
-                                            an["refuse_below"])
+                                            refuse_below(config))
         self.calibrator = _load_calibrator(folder, self._versions) if an["calibrate"] else None
         self._df: dict[str, int] | None = None  # chunk frequency per term, on first ask
         self.similarity = QuerySimilarity(config["dense"]) if an["similarity"] else None
+        self.tokenizer = _tokenizer_name(config)
+        self.tokenize = get_tokenizer(self.tokenizer)
         if an["calibrate"]:
             # say whether a calibrator is in use, and which: without one, confidences are raw
             from kebab_mlflow.pipeline.calibrator import base_versions
@@ -104,12 +136,12 @@ class ReferencePipeline:
 
     def ask(self, query: str, hits: Sequence[Hit]) -> Answer:
         return extractive_answer(query, hits, self.answer_config, self.calibrator, self.idf,
-                                 self.similarity)
+                                 self.similarity, self.tokenize)
 
     def idf(self, term: str) -> float:
         """BM25's idf of a (stemmed) term over the chunks, for the answerer's term weights."""
         if self._df is None:
-            self._df = _document_frequencies(self.chunks, self.folder)
+            self._df = _document_frequencies(self.chunks, self.folder, self.tokenizer)
         n = len(self.chunks)
         df = self._df.get(term, 0)
         return math.log1p((n - df + 0.5) / (df + 0.5))
@@ -154,6 +186,7 @@ def build_pipeline(config: Mapping[str, Any], corpus_path: str | Path,
     """Load or build the index for ``config`` over the corpus. ``truth`` (query text →
     expected chunk ids, doc grades) is needed only by the oracle backend."""
     corpus = load_corpus(corpus_path)
+    config = resolved_config(config, corpus)
     backend_name = config["backend"]
     embedding_id = ""
     if backend_name in ("dense", "hybrid") or config["answer"]["similarity"]:
@@ -229,17 +262,18 @@ def _make_backend(name: str, config: Mapping[str, Any], chunks: list[Chunk], fol
 def _lexical(config: Mapping[str, Any], chunks: list[Chunk], folder: Path):
     """The BM25 index for these k1 and b; the term counts (the costly part, tokenizing every
     chunk) are cached once per chunk set, so each k1/b variant of a sweep only reweighs them."""
-    from kebab_mlflow.pipeline.backends.lexical import TOKENIZER_VERSION, BM25Index
+    from kebab_mlflow.pipeline.backends.lexical import BM25Index
 
-    bm = config["bm25"]
-    sub = folder / f"bm25-{TOKENIZER_VERSION}-k1={bm['k1']}-b={bm['b']}"
+    bm, tokenizer = config["bm25"], _tokenizer_name(config)
+    sub = folder / f"bm25-{tokenizer_version(tokenizer)}-k1={bm['k1']}-b={bm['b']}"
 
     def load() -> BM25Index | None:  # both files: a worker may be moving them in one at a time
         cached = (sub / "bm25_weights.npz").is_file() and (sub / "bm25_vocabulary.json").is_file()
-        return BM25Index.load(sub) if cached else None
+        return BM25Index.load(sub, tokenizer) if cached else None
 
     def build() -> BM25Index:
-        index = BM25Index.from_counts(*_term_counts(chunks, folder), bm["k1"], bm["b"])
+        index = BM25Index.from_counts(*_term_counts(chunks, folder, tokenizer), bm["k1"],
+                                      bm["b"], tokenizer)
         with atomic_folder(sub) as tmp:
             index.save(tmp)
         return index
@@ -247,14 +281,15 @@ def _lexical(config: Mapping[str, Any], chunks: list[Chunk], folder: Path):
     return load_or_build_once(folder, sub.name, load, build)
 
 
-def _term_counts(chunks: Sequence[Chunk], folder: Path):
+def _term_counts(chunks: Sequence[Chunk], folder: Path, tokenizer: str = "english"):
     """(chunks × terms) counts and the term → column map, cached beside the chunk list."""
     import scipy.sparse as sp
 
-    from kebab_mlflow.pipeline.backends.lexical import TOKENIZER_VERSION, term_counts
+    from kebab_mlflow.pipeline.backends.lexical import term_counts
 
-    counts = folder / f"term_counts-{TOKENIZER_VERSION}.npz"
-    vocabulary = folder / f"term_vocabulary-{TOKENIZER_VERSION}.json"
+    version = tokenizer_version(tokenizer)
+    counts = folder / f"term_counts-{version}.npz"
+    vocabulary = folder / f"term_vocabulary-{version}.json"
 
     def load():
         if not (counts.is_file() and vocabulary.is_file()):
@@ -262,7 +297,7 @@ def _term_counts(chunks: Sequence[Chunk], folder: Path):
         return sp.load_npz(counts), json.loads(vocabulary.read_text())
 
     def build():
-        tf, vocab = term_counts([c.text for c in chunks])
+        tf, vocab = term_counts([c.text for c in chunks], tokenizer)
         with atomic_folder(folder) as tmp:
             sp.save_npz(tmp / counts.name, tf, compressed=False)  # a cache: speed over size
             (tmp / vocabulary.name).write_text(json.dumps(vocab))
@@ -271,11 +306,12 @@ def _term_counts(chunks: Sequence[Chunk], folder: Path):
     return load_or_build_once(folder, counts.stem, load, build)
 
 
-def _document_frequencies(chunks: Sequence[Chunk], folder: Path) -> dict[str, int]:
+def _document_frequencies(chunks: Sequence[Chunk], folder: Path,
+                          tokenizer: str = "english") -> dict[str, int]:
     """Number of chunks holding each term, from the cached term counts."""
     import numpy as np
 
-    tf, vocabulary = _term_counts(chunks, folder)
+    tf, vocabulary = _term_counts(chunks, folder, tokenizer)
     df = np.bincount(tf.tocsr().indices, minlength=len(vocabulary))
     return {t: int(df[i]) for t, i in vocabulary.items()}
 

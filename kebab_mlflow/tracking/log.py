@@ -108,7 +108,8 @@ def prepare(options: RunOptions, on_status: Callable[[str], None] = lambda s: No
         on_status("loading or building the index")
         pipeline = build_pipeline(config, corpus, oracle_truth(golden.queries))
         check_expected_ids(golden, pipeline.chunk_ids, pipeline.doc_ids)
-        source = PipelineSource(options.preset, config["backend"], corpus, config)
+        source = PipelineSource(options.preset, config["backend"], corpus,
+                                pipeline.config)  # tokenizer and gate resolved for the corpus
     return Prepared(golden, pipeline, source, cutoffs, time.perf_counter() - t0, options.ask)
 
 

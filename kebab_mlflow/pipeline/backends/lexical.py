@@ -5,7 +5,8 @@ idf(t) = ln(1 + (N − df(t) + 0.5) / (df(t) + 0.5))  (Lucene's, never negative)
 
 The per-(term, doc) weights are precomputed once into a CSR matrix (terms × docs), so a batch
 of queries is one sparse product (queries × terms)·(terms × docs). A query term counts once per
-occurrence in the query, as in Lucene's BooleanQuery.
+occurrence in the query, as in Lucene's BooleanQuery. Documents and queries go through the
+same ``lexical.tokenizer`` (``pipeline/text.py``).
 """
 
 from __future__ import annotations
@@ -17,32 +18,37 @@ import numpy as np
 import scipy.sparse as sp
 
 from kebab_mlflow.pipeline.backends import top_k_positions
-from kebab_mlflow.pipeline.text import tokenize
+from kebab_mlflow.pipeline.text import get_analyzer, get_tokenizer, tokenizer_version
 
-TOKENIZER_VERSION = "tok1-lower-sklearnstop-snowballen"
+TOKENIZER_VERSION = tokenizer_version("english")  # the default's, as before tokenizers existed
 
 
-def term_counts(texts: Sequence[str]) -> tuple[sp.csr_matrix, dict[str, int]]:
-    """(docs × terms) counts of :func:`tokenize`'s tokens, and the term → column map."""
+def term_counts(texts: Sequence[str], tokenizer: str = "english",
+                ) -> tuple[sp.csr_matrix, dict[str, int]]:
+    """(docs × terms) counts of the tokenizer's tokens, and the term → column map."""
     from sklearn.feature_extraction.text import CountVectorizer
 
-    vectorizer = CountVectorizer(analyzer=tokenize, dtype=np.float32)
+    vectorizer = CountVectorizer(analyzer=get_analyzer(tokenizer), dtype=np.float32)
     tf = vectorizer.fit_transform(texts).tocsr()
     return tf, {t: int(i) for t, i in vectorizer.vocabulary_.items()}
 
 
 class BM25Index:
-    def __init__(self, weights: sp.csr_matrix, vocabulary: dict[str, int]):
+    def __init__(self, weights: sp.csr_matrix, vocabulary: dict[str, int],
+                 tokenizer: str = "english"):
         self.weights = weights  # terms × docs
         self.vocabulary = vocabulary
+        self.tokenizer = tokenizer
+        self._tokenize = get_tokenizer(tokenizer)
 
     @classmethod
-    def build(cls, texts: Sequence[str], k1: float, b: float) -> BM25Index:
-        return cls.from_counts(*term_counts(texts), k1, b)
+    def build(cls, texts: Sequence[str], k1: float, b: float,
+              tokenizer: str = "english") -> BM25Index:
+        return cls.from_counts(*term_counts(texts, tokenizer), k1, b, tokenizer)
 
     @classmethod
     def from_counts(cls, tf: sp.csr_matrix, vocabulary: dict[str, int], k1: float,
-                    b: float) -> BM25Index:
+                    b: float, tokenizer: str = "english") -> BM25Index:
         """The weights from (docs × terms) term counts: cheap next to tokenizing, so sweeps
         over k1 and b share one :func:`term_counts`."""
         tf = tf.tocsr().astype(np.float64)
@@ -56,7 +62,7 @@ class BM25Index:
         row_norm = np.repeat(norm, np.diff(tf.indptr))
         data = tf.data * (k1 + 1) / (tf.data + row_norm) * idf[tf.indices]
         weights = sp.csr_matrix((data, tf.indices, tf.indptr), shape=tf.shape)
-        return cls(weights.T.tocsr(), dict(vocabulary))
+        return cls(weights.T.tocsr(), dict(vocabulary), tokenizer)
 
     def query_matrix(self, queries: Sequence[str]) -> sp.csr_matrix:
         """(queries × terms) term counts of the queries (out-of-vocabulary terms dropped)."""
@@ -72,7 +78,7 @@ class BM25Index:
         rows, cols = [], []
         vocab = self.vocabulary
         for row, query in enumerate(queries):
-            for token in tokenize(query):
+            for token in self._tokenize(query):
                 col = vocab.get(token)
                 if col is not None:
                     rows.append(row)
@@ -107,8 +113,11 @@ class BM25Index:
         (folder / "bm25_vocabulary.json").write_text(json.dumps(self.vocabulary))
 
     @classmethod
-    def load(cls, folder: Path) -> BM25Index:
+    def load(cls, folder: Path, tokenizer: str = "english") -> BM25Index:
+        """``tokenizer``: the one it was built with (the cache folder's name holds its
+        version)."""
         import json
 
         weights = sp.load_npz(folder / "bm25_weights.npz").tocsr()
-        return cls(weights, json.loads((folder / "bm25_vocabulary.json").read_text()))
+        return cls(weights, json.loads((folder / "bm25_vocabulary.json").read_text()),
+                   tokenizer)

@@ -1,0 +1,238 @@
+"""KorQuAD 1.0 dev benchmark (issue 20): each lexical tokenizer side by side with bm25s over the
+same tokens, answers with a calibrator fitted on the train split, and each tokenizer's speed.
+
+    .venv/bin/python bench/bench_korquad.py [--seed 0] [--tokenizers english,cjk-bigram,...]
+
+KorQuAD's license (CC BY-ND 2.0 KR) forbids sharing converted copies, so the dev file is
+converted at run time, into a temporary folder, by `import-squad` (defaults: split by article,
+seed 0, 10% of each split's paragraphs dropped → their questions are abstention cases).
+
+- Retrieval: question → its paragraph on the test split (answerable questions), top 10,
+  ``chunker.mode=document``; our BM25 and bm25s (``method="lucene"``, k1 0.9, b 0.4) are fed the
+  same token lists of the same tokenizer; nDCG@10 by pytrec_eval over rank-derived scores (so
+  both keep their own order), hit@1 and hit@10.
+- Answers: the reference pipeline on the test split (``runner.run_queries``, as ``run`` does),
+  with each tokenizer's default gate and a Platt calibrator fitted on the train split
+  (``fit_on_golden_set``, the code behind ``kebab-mlflow calibrate``).
+- Speed: characters and tokens per second of each tokenizer over the corpus (no memo), one
+  process, one thread; Kiwi's load time is its first call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+from common import SHARED, emit  # noqa: E402 - bench/ is the script's folder
+
+KORQUAD = SHARED / "datasets" / "korquad_v1_dev" / "KorQuAD_v1.0_dev.json"
+TOKENIZERS = ("english", "cjk-bigram", "korean", "multilingual")
+K1, B, DEPTH = 0.9, 0.4, 10
+GATES = (0.6, 0.65, 0.7, 0.75)
+
+
+def overrides(tokenizer: str) -> dict:
+    return {"chunker.mode": "document", "lexical.tokenizer": tokenizer}
+
+
+def retrieval(tokenizer: str, corpus: Path, test: Path) -> dict:
+    """Our BM25 and bm25s over the same tokens: nDCG@10, hit@1, hit@10 of both."""
+    import bm25s
+
+    from kebab_mlflow.config import build_config
+    from kebab_mlflow.golden import load_golden_set
+    from kebab_mlflow.pipeline.reference import build_pipeline
+    from kebab_mlflow.pipeline.text import get_analyzer
+
+    pipeline = build_pipeline(build_config(overrides=overrides(tokenizer)), corpus)
+    queries = [q for q in load_golden_set(test).queries if q.expected_doc_ids]
+    qtexts = [q.query for q in queries]
+    doc_ids = [c.doc_id for c in pipeline.chunks]
+    analyze = get_analyzer(tokenizer)
+    model = bm25s.BM25(k1=K1, b=B, method="lucene")
+    model.index([analyze(c.text) for c in pipeline.chunks], show_progress=False)
+    ours = [[h.doc_id for h in hits] for hits in pipeline.search_batch(qtexts, DEPTH)]
+    # bm25s refuses a query none of whose tokens it knows: give it an empty ranking then
+    vocab = model.vocab_dict
+    tokens = [[t for t in analyze(q) if t in vocab] for q in qtexts]
+    known = [i for i, t in enumerate(tokens) if t]
+    theirs = [[] for _ in qtexts]
+    docs, scores = model.retrieve([tokens[i] for i in known], k=DEPTH, show_progress=False,
+                                  n_threads=1)
+    for row, i in enumerate(known):
+        theirs[i] = [doc_ids[d] for d, s in zip(docs[row], scores[row], strict=True) if s > 0]
+    qrels = {q.id: {d: 1 for d in q.expected_doc_ids} for q in queries}
+    return {"ours": scores_of(queries, ours, qrels), "bm25s": scores_of(queries, theirs, qrels),
+            "version": pipeline.versions.embedding_version}
+
+
+def scores_of(queries, ranked: list[list[str]], qrels: dict) -> dict:
+    import pytrec_eval
+
+    run = {q.id: {d: float(DEPTH - r) for r, d in enumerate(docs)} or {"none": 0.0}
+           for q, docs in zip(queries, ranked, strict=True)}
+    per_query = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut_10"}).evaluate(run)
+    first = [next((r for r, d in enumerate(docs, 1) if d in qrels[q.id]), 0)
+             for q, docs in zip(queries, ranked, strict=True)]
+    return {"ndcg_at_10": float(np.mean([v["ndcg_cut_10"] for v in per_query.values()])),
+            "hit_at_1": float(np.mean([r == 1 for r in first])),
+            "hit_at_10": float(np.mean([0 < r <= DEPTH for r in first]))}
+
+
+def answers(tokenizer: str, corpus: Path, train: Path, test: Path) -> dict:
+    """The test split answered with a Platt calibrator fitted on train."""
+    from kebab_mlflow.config import build_config
+    from kebab_mlflow.evaluation import runner
+    from kebab_mlflow.evaluation.calibrate import fit_on_golden_set
+    from kebab_mlflow.golden import load_golden_set
+    from kebab_mlflow.metrics.scoring import cutoffs_for
+    from kebab_mlflow.pipeline.reference import build_pipeline
+
+    t0 = time.perf_counter()
+    fit = fit_on_golden_set(train, corpus, overrides=overrides(tokenizer), method="platt",
+                            save=False)
+    fit_s = time.perf_counter() - t0
+    pipeline = build_pipeline(build_config(overrides={**overrides(tokenizer),
+                                                      "answer.calibrate": False}), corpus)
+    pipeline.calibrator = fit.calibrator
+    golden = load_golden_set(test)
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        outcome = runner.run_queries(pipeline, golden, DEPTH, cutoffs_for(DEPTH),
+                                     Path(tmp) / "per_query.jsonl")
+        run_s = time.perf_counter() - t0
+    agg = outcome.aggregate
+    return {"contains_all": agg["overall"]["contains_all"],
+            "answerable_contains_all": agg["by_query_type"]["single_doc"]["contains_all"],
+            "answerable_refused": agg["by_query_type"]["single_doc"]["refusal_rate"],
+            "correct_refusals": agg["abstention_outcomes"]["correct_refusal_share"],
+            "ece": agg["abstention_calibration"]["ece"],
+            "ece_raw": agg["abstention_calibration_raw"]["ece"],
+            "brier": agg["abstention_calibration"]["brier"],
+            "gate": pipeline.answer_config.refuse_below, "fit_s": fit_s,
+            "ms_per_query": 1000 * run_s / len(golden)}
+
+
+def gate_trade_off(tokenizer: str, corpus: Path, test: Path) -> list[tuple[float, dict]]:
+    """What a higher gate buys on the test split (uncalibrated; the gate is the same either
+    way): (gate, contains_all, answerable refused, abstention refused)."""
+    from kebab_mlflow.config import build_config
+    from kebab_mlflow.evaluation import runner
+    from kebab_mlflow.golden import load_golden_set
+    from kebab_mlflow.metrics.scoring import cutoffs_for
+    from kebab_mlflow.pipeline.reference import build_pipeline
+
+    golden, out = load_golden_set(test), []
+    for gate in GATES:
+        pipeline = build_pipeline(build_config(overrides={
+            **overrides(tokenizer), "answer.calibrate": False, "answer.refuse_below": gate}),
+            corpus)
+        with tempfile.TemporaryDirectory() as tmp:
+            agg = runner.run_queries(pipeline, golden, DEPTH, cutoffs_for(DEPTH),
+                                     Path(tmp) / "per_query.jsonl").aggregate
+        out.append((gate, agg["overall"]["contains_all"],
+                    agg["by_query_type"]["single_doc"]["refusal_rate"],
+                    agg["abstention_outcomes"]["correct_refusal_share"]))
+    return out
+
+
+def speed(tokenizer: str, texts: list[str]) -> dict:
+    from kebab_mlflow.pipeline import text
+
+    t0 = time.perf_counter()
+    if tokenizer in ("korean", "multilingual"):
+        text._kiwi()  # the first call loads the model; the bench process loads it once
+    load_s = time.perf_counter() - t0
+    analyze = text.get_analyzer(tokenizer)
+    t0 = time.perf_counter()
+    n_tokens = sum(len(analyze(t)) for t in texts)
+    seconds = time.perf_counter() - t0
+    return {"chars_s": sum(map(len, texts)) / seconds, "tokens_s": n_tokens / seconds,
+            "load_s": load_s, "tokens": n_tokens}
+
+
+def render(rows: dict, n_questions: dict, wall: float) -> str:
+    lines = [
+        f"KorQuAD 1.0 dev ({KORQUAD.name}, converted at run time), import-squad seed 0: test "
+        f"split {n_questions['answerable']} answerable + {n_questions['abstention']} abstention "
+        f"questions; corpus {n_questions['paragraphs']} paragraphs; chunker.mode=document",
+        "",
+        "retrieval, question -> its paragraph (answerable test questions), k1 0.9 b 0.4, "
+        "bm25s fed the same tokens:",
+        f"{'tokenizer':14}{'nDCG@10':>9}{'bm25s':>8}{'diff':>8}{'hit@1':>8}{'bm25s':>8}"
+        f"{'hit@10':>8}{'bm25s':>8}",
+    ]
+    for tok, r in rows.items():
+        o, t = r["retrieval"]["ours"], r["retrieval"]["bm25s"]
+        lines.append(f"{tok:14}{o['ndcg_at_10']:9.4f}{t['ndcg_at_10']:8.4f}"
+                     f"{o['ndcg_at_10'] - t['ndcg_at_10']:+8.4f}{o['hit_at_1']:8.4f}"
+                     f"{t['hit_at_1']:8.4f}{o['hit_at_10']:8.4f}{t['hit_at_10']:8.4f}")
+    lines += ["", "answers on the test split, Platt calibrator fitted on the train split "
+              "(contains_all over ask queries; refused = share of answerable questions refused):",
+              f"{'tokenizer':14}{'gate':>5}{'contains':>9}{'answ.':>7}{'refused':>8}"
+              f"{'abst.ok':>8}{'ECE raw':>8}{'ECE cal':>8}{'Brier':>7}{'ms/q':>6}"]
+    for tok, r in rows.items():
+        a = r["answers"]
+        lines.append(f"{tok:14}{a['gate']:5.2f}{a['contains_all']:9.4f}"
+                     f"{a['answerable_contains_all']:7.4f}{a['answerable_refused']:8.3f}"
+                     f"{a['correct_refusals']:8.3f}{a['ece_raw']:8.4f}{a['ece']:8.4f}"
+                     f"{a['brier']:7.4f}{a['ms_per_query']:6.1f}")
+    for tok, r in rows.items():
+        if r.get("gates"):
+            lines.append(f"  {tok}, higher gates (uncalibrated): " + "; ".join(
+                f"{g:.2f}: contains {c:.3f}, refused {ra:.3f}, abst.ok {ab:.3f}"
+                for g, c, ra, ab in r["gates"]))
+    lines += ["", "tokenizer speed over the corpus (one thread, no memo):",
+              f"{'tokenizer':14}{'chars/s':>12}{'tokens/s':>12}{'tokens':>10}{'load s':>8}"]
+    for tok, r in rows.items():
+        s = r["speed"]
+        lines.append(f"{tok:14}{s['chars_s']:12,.0f}{s['tokens_s']:12,.0f}{s['tokens']:10,}"
+                     f"{s['load_s']:8.2f}")
+    lines.append(f"\nwall {wall:.0f} s; tokenizer versions: " + "; ".join(
+        f"{tok}={r['retrieval']['version']}" for tok, r in rows.items()))
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--tokenizers", default=",".join(TOKENIZERS))
+    args = ap.parse_args()
+    if not KORQUAD.is_file():
+        print(f"KorQuAD dev not found at {KORQUAD}; see ../shared/datasets/README.md")
+        return 2
+    from kebab_mlflow.importers.squad import import_squad
+
+    rows = {}
+    with tempfile.TemporaryDirectory(prefix="bench-korquad-") as tmp:
+        os.environ["KEBAB_CACHE_DIR"] = str(Path(tmp) / "cache")
+        t0 = time.perf_counter()
+        s = import_squad(KORQUAD, Path(tmp) / "korquad", seed=args.seed)
+        train, test = (sp.path for sp in s.splits)
+        texts = [json.loads(line)["text"] for line in
+                 (s.corpus / "corpus.jsonl").read_text(encoding="utf-8").splitlines()]
+        for tok in args.tokenizers.split(","):
+            rows[tok] = {"speed": speed(tok, texts),
+                         "retrieval": retrieval(tok, s.corpus, test),
+                         "answers": answers(tok, s.corpus, train, test)}
+            if tok == "multilingual":
+                rows[tok]["gates"] = gate_trade_off(tok, s.corpus, test)
+        wall = time.perf_counter() - t0
+    split = s.splits[1]
+    emit("bench_korquad", render(rows, {"answerable": split.answerable,
+                                        "abstention": split.abstention,
+                                        "paragraphs": s.paragraphs_kept}, wall))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
