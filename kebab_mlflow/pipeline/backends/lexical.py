@@ -10,7 +10,7 @@ occurrence in the query, as in Lucene's BooleanQuery.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -22,12 +22,25 @@ from kebab_mlflow.pipeline.text import tokenize
 TOKENIZER_VERSION = "tok1-lower-sklearnstop-snowballen"
 
 
-def term_counts(texts: Sequence[str]) -> tuple[sp.csr_matrix, dict[str, int]]:
-    """(docs × terms) counts of :func:`tokenize`'s tokens, and the term → column map."""
+def term_counts(texts: Sequence[str], advance: Callable[[int], None] | None = None
+                ) -> tuple[sp.csr_matrix, dict[str, int]]:
+    """(docs × terms) counts of :func:`tokenize`'s tokens, and the term → column map.
+    ``advance(n)``: told every 256 texts tokenized (a progress bar)."""
     from sklearn.feature_extraction.text import CountVectorizer
 
-    vectorizer = CountVectorizer(analyzer=tokenize, dtype=np.float32)
+    done = 0
+
+    def analyzer(text: str) -> list[str]:
+        nonlocal done
+        done += 1
+        if advance is not None and done % 256 == 0:
+            advance(256)
+        return tokenize(text)
+
+    vectorizer = CountVectorizer(analyzer=analyzer, dtype=np.float32)
     tf = vectorizer.fit_transform(texts).tocsr()
+    if advance is not None and done % 256:
+        advance(done % 256)
     return tf, {t: int(i) for t, i in vectorizer.vocabulary_.items()}
 
 
