@@ -4,7 +4,8 @@
   groups alphabetically and puts names without a prefix *last*; 600 breakdown metrics buried
   the 40 headline ones. So by default only the overall block is logged as metrics: the
   headline metrics that apply to this golden set (a metric without ground truth here is null
-  and left out), in the registry's order, cut-offs ascending. Every breakdown value stays in
+  and left out), in display order (the summary's headline metrics first, cut-offs
+  ascending). Every breakdown value stays in
   ``aggregate.json`` and in the table artifact ``breakdowns.json`` (one row per value, the
   run page shows it as a table); ``run --log-breakdowns`` also logs them as metrics, under
   the same names as before.
@@ -19,6 +20,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from kebab_mlflow.evaluation.report import ordered
 from kebab_mlflow.golden import GoldenSet
 from kebab_mlflow.metrics.aggregate import flat_metrics, metric_key
 from kebab_mlflow.records import UNKNOWN
@@ -30,9 +32,11 @@ SCALAR_BLOCKS = ("abstention_outcomes", "abstention_calibration", "abstention_ca
 
 
 def headline_metrics(aggregate: Mapping[str, Any]) -> dict[str, float]:
-    """The overall block's non-null values, in the aggregate's order (cut-offs ascending)."""
-    return {metric_key(name): float(value)
-            for name, value in aggregate.get("overall", {}).items() if value is not None}
+    """The overall block's non-null values in display order (the summary's headline metrics
+    first, cut-offs ascending)."""
+    values = {metric_key(name): float(value)
+              for name, value in aggregate.get("overall", {}).items() if value is not None}
+    return ordered(values, aggregate)
 
 
 def logged_metrics(aggregate: Mapping[str, Any], log_breakdowns: bool) -> dict[str, float]:
@@ -40,8 +44,8 @@ def logged_metrics(aggregate: Mapping[str, Any], log_breakdowns: bool) -> dict[s
     headline = headline_metrics(aggregate)
     if not log_breakdowns:
         return headline
-    return {**headline, **{k: v for k, v in flat_metrics(aggregate).items()
-                           if k not in headline}}
+    rest = {k: v for k, v in flat_metrics(aggregate).items() if k not in headline}
+    return {**headline, **ordered(rest)}
 
 
 def breakdown_table(aggregate: Mapping[str, Any]) -> dict[str, list]:
