@@ -343,7 +343,9 @@ rows:
             seen.append(line)
             if "row slow: running here" in line:
                 break
-        time.sleep(3.0)  # the worker finishes the random floor (~1 s) and goes idle
+        # the worker finishes the random floor and goes idle (publishing a row now also
+        # creates its LoggedModel and breakdown table: ~1-3 s on a loaded machine)
+        time.sleep(8.0)
         proc.send_signal(signal.SIGTERM)
         rest = proc.stderr.read()
         assert proc.wait(timeout=60) == 130, "".join(seen) + rest
