@@ -37,7 +37,13 @@ bench: $(STAMP) ## run the benchmarks under bench/ (SciFact-scale; minutes); BEN
 ui: $(STAMP) ## open the MLflow UI on the embedded store
 	$(BIN)/kebab-mlflow ui
 
+ui-check: $(STAMP) ## check the MLflow UI in headless Chromium (installs chromium with apt if missing)
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || { \
+		echo "installing chromium with apt-get"; SUDO=$$(command -v sudo || true); \
+		$$SUDO apt-get update -q && $$SUDO apt-get install -y -q chromium; }
+	$(BIN)/python scripts/ui_check.py $(if $(SCREENSHOTS),--screenshots $(SCREENSHOTS))
+
 clean: ## remove caches (keeps .venv and mlruns/)
 	rm -rf .kebab-cache .pytest_cache .ruff_cache
 
-.PHONY: help setup run test lint bench ui clean
+.PHONY: help setup run test lint bench ui ui-check clean

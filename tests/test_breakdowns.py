@@ -86,9 +86,12 @@ def test_flat_metric_names_nest_block_key_metric_and_skip_nulls():
 
 
 def test_fixture_run_logs_breakdowns_calibration_and_the_reliability_diagram(store_uri):
+    """With --log-breakdowns the blocks are MLflow metrics under their old names (without it,
+    only in aggregate.json and the breakdowns.json table: tests/test_ui_layout.py)."""
     from mlflow.tracking import MlflowClient
 
-    result = execute(RunOptions(golden=str(GOLDEN), corpus=str(KB), tracking_uri=store_uri))
+    result = execute(RunOptions(golden=str(GOLDEN), corpus=str(KB), tracking_uri=store_uri,
+                                log_breakdowns=True))
     agg = result.aggregate
     assert set(agg["by_query_type"]) == {"single_doc", "comparison", "follow_up", "abstention"}
     assert set(agg["by_query_type"]["comparison"]) == set(agg["overall"])

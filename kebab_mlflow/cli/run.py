@@ -73,6 +73,12 @@ def run(
     concurrency: Annotated[int, typer.Option(help="parallel queries for I/O-bound targets")] = 1,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object on stdout")]
     = False,
+    log_breakdowns: Annotated[bool, typer.Option(
+        help="also log every breakdown value as an MLflow metric (always in aggregate.json "
+             "and the breakdowns.json table)")] = False,
+    traces: Annotated[str, typer.Option(
+        help="per-query MLflow traces: none | failures (error, miss, failed contains_all) "
+             "| all; never for a private golden set")] = "none",
 ) -> None:
     """Run the golden set through a pipeline and record the eval as one MLflow run."""
     from kebab_mlflow.cli.console import err, metrics_table
@@ -85,7 +91,7 @@ def run(
                          parse_overrides(set_ or []), experiment, tracking_uri, run_name, seed,
                          fail_fast, target, concurrency,
                          cutoffs=None if cutoffs is None else tuple(parse_cutoffs(cutoffs)),
-                         ask=ask)
+                         ask=ask, log_breakdowns=log_breakdowns, traces=traces)
     result = execute(options, on_status=lambda s: err.print(f"… {s}", highlight=False))
     if as_json:
         typer.echo(json.dumps({"run_id": result.run_id, "experiment_id": result.experiment_id,

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from kebab_mlflow import progress
 from kebab_mlflow.pipeline.corpus import Corpus, Document
 from kebab_mlflow.pipeline.text import split_sentences
 
@@ -36,7 +37,13 @@ class Chunk:
 
 
 def chunk_corpus(corpus: Corpus, config: ChunkerConfig) -> list[Chunk]:
-    return [c for doc in corpus.documents for c in chunk_document(doc, config)]
+    """Every document's chunks, in corpus order (a progress bar per document)."""
+    chunks: list[Chunk] = []
+    with progress.task("chunking documents", len(corpus.documents), "docs") as task:
+        for doc in corpus.documents:
+            chunks += chunk_document(doc, config)
+            task.advance()
+    return chunks
 
 
 def chunk_document(doc: Document, config: ChunkerConfig) -> list[Chunk]:

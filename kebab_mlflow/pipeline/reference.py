@@ -21,6 +21,7 @@ try:
 except ImportError:  # pragma: no cover - not POSIX
     fcntl = None  # type: ignore[assignment]
 
+from kebab_mlflow import progress
 from kebab_mlflow.pipeline.answerer import REFUSE_BELOW, AnswererConfig, extractive_answer
 from kebab_mlflow.pipeline.cache import atomic_folder, cache_root, load_or_build_once
 from kebab_mlflow.pipeline.chunker import Chunk, ChunkerConfig, chunk_corpus
@@ -297,7 +298,8 @@ def _term_counts(chunks: Sequence[Chunk], folder: Path, tokenizer: str = "englis
         return sp.load_npz(counts), json.loads(vocabulary.read_text())
 
     def build():
-        tf, vocab = term_counts([c.text for c in chunks], tokenizer)
+        with progress.task("counting terms", len(chunks), "chunks") as task:
+            tf, vocab = term_counts([c.text for c in chunks], tokenizer, task.advance)
         with atomic_folder(folder) as tmp:
             sp.save_npz(tmp / counts.name, tf, compressed=False)  # a cache: speed over size
             (tmp / vocabulary.name).write_text(json.dumps(vocab))

@@ -30,12 +30,27 @@ from kebab_mlflow.evaluation.report import run_report, summary_table
 from kebab_mlflow.evaluation.runner import check_expected_ids
 from kebab_mlflow.golden import GoldenSet, load_golden_set
 from kebab_mlflow.interrupts import sigterm_as_interrupt
+from kebab_mlflow.metrics.aggregate import load_aggregate
 from kebab_mlflow.metrics.scoring import run_cutoffs
 from kebab_mlflow.pipeline.backends.floors import oracle_truth
 from kebab_mlflow.pipeline.cache import cache_root
 from kebab_mlflow.pipeline.reference import build_pipeline
 from kebab_mlflow.records import VersionSnapshot
+from kebab_mlflow.tracking.layout import (
+    BREAKDOWN_TABLE,
+    breakdown_table,
+    golden_dataset,
+    logged_metrics,
+    pipeline_model,
+)
 from kebab_mlflow.tracking.provenance import provenance_tags
+from kebab_mlflow.tracking.traces import (
+    TRACES,
+    check_traces,
+    chunk_texts,
+    read_traces,
+    write_traces,
+)
 
 MANIFEST = "manifest.json"
 
@@ -61,6 +76,8 @@ class RunOptions:
     extra_tags: Mapping[str, str] = field(default_factory=dict)
     cutoffs: tuple[int, ...] | None = None  # --cutoffs; None: 1, 3, 5, 10 and k
     ask: bool | None = None  # --ask / --no-ask for every query; None: each query's own ``ask``
+    log_breakdowns: bool = False
+    traces: str = "none"  # none | failures | all
 
 
 @dataclass
@@ -96,6 +113,7 @@ def prepare(options: RunOptions, on_status: Callable[[str], None] = lambda s: No
     if options.k < 1:
         raise ConfigError(f"--k must be >= 1, got {options.k}")
     golden = with_ask(load_golden_set(options.golden), options.ask)
+    check_traces(options.traces, golden)
     config = build_config(options.preset, dict(options.overrides))
     cutoffs = tuple(run_cutoffs(options.k, options.cutoffs))
     _check_primary_metric(golden)  # after the cut-offs: they register their metrics
@@ -178,7 +196,9 @@ def execute(options: RunOptions, *,
         shutil.rmtree(workdir, ignore_errors=True)
         raise
     title = options.run_name or f"{prepared.source.preset} on {prepared.golden.name}"
-    timings = finish_run(tracker, run_id, experiment_id, result, workdir, title)
+    publishing = Publishing(options.log_breakdowns, options.traces,
+                            chunk_texts(prepared.pipeline, options.traces))
+    timings = finish_run(tracker, run_id, experiment_id, result, workdir, title, publishing)
     timings.update(mlflow_import_s=t_import - t_open, mlflow_store_open_s=open_s)
     timings["mlflow_logging_s"] += mlflow_s
     return RunResult(run_id, experiment_id, "FINISHED", result.metrics, dict(result.aggregate),
@@ -198,8 +218,12 @@ def _params_before_results(prepared: Prepared, options: RunOptions) -> dict[str,
 def log_run(result: EvalResult, *, experiment: str = "kebab-eval",
             tracking_uri: str | None = None, run_name: str | None = None,
             parent_run_id: str | None = None,
-            extra_tags: Mapping[str, str] | None = None) -> str:
-    """Record an in-memory :class:`EvalResult` as one finished MLflow run; its id."""
+            extra_tags: Mapping[str, str] | None = None, log_breakdowns: bool = False,
+            traces: str = "none", pipeline: Any = None) -> str:
+    """Record an in-memory :class:`EvalResult` as one finished MLflow run; its id.
+    ``log_breakdowns`` / ``traces``: as ``run --log-breakdowns`` / ``--traces``; ``pipeline``
+    (optional) gives the traces the text of each hit."""
+    check_traces(traces, result.golden)
     from kebab_mlflow.tracking.store import Tracker
 
     tracker = Tracker(tracking_uri)
@@ -219,25 +243,38 @@ def log_run(result: EvalResult, *, experiment: str = "kebab-eval",
         shutil.rmtree(workdir, ignore_errors=True)
         raise
     finish_run(tracker, run_id, experiment_id, result, workdir,
-               run_name or f"{result.source.preset} on {result.golden.name}")
+               run_name or f"{result.source.preset} on {result.golden.name}",
+               Publishing(log_breakdowns, traces, chunk_texts(pipeline, traces)))
     return run_id
 
 
+@dataclass(frozen=True)
+class Publishing:
+    """What a run publishes beyond its headline metrics and artifacts."""
+
+    log_breakdowns: bool = False  # every breakdown value as a metric too (else only the table)
+    traces: str = "none"  # none | failures | all: per-query MLflow traces
+    chunk_text: Mapping[str, str] | None = None  # chunk id -> text, for the traces' documents
+
+
 def finish_run(tracker: Any, run_id: str, experiment_id: str, result: EvalResult,
-               workdir: Path, title: str) -> dict[str, float]:
+               workdir: Path, title: str,
+               publishing: Publishing = Publishing()) -> dict[str, float]:
     """Write the outputs and the manifest into the work folder, publish it, end the run; keep
     the folder for ``kebab-mlflow upload`` if the store is lost on the way."""
     t_out = time.perf_counter()
     params = result.params()
     write_outputs(workdir, title, params, result.aggregate)
+    traced = write_traces(workdir / TRACES, result, publishing)
     outputs_s = time.perf_counter() - t_out
     manifest = {
         "run_id": run_id, "experiment_id": experiment_id, "tracking_uri": tracker.uri,
-        "metrics": result.metrics,
+        "metrics": logged_metrics(result.aggregate, publishing.log_breakdowns),
         "tags": {"kebab.per_query_sha256": result.per_query_sha256},
         "description": f"**{title}**\n\n{summary_table(result.aggregate['overall'])}",
-        "dataset": {"name": result.golden.name, "digest": result.golden.digest,
-                    "tags": _dataset_tags(result.golden)},
+        "dataset": golden_dataset(result.golden),
+        "model": pipeline_model(result),
+        "traces": traced,
     }
     (workdir / MANIFEST).write_text(json.dumps(manifest, indent=1))
     t_log = time.perf_counter()
@@ -265,13 +302,6 @@ def _publish_or_keep(tracker: Any, run_id: str, workdir: Path) -> None:
         ) from None
 
 
-def _dataset_tags(golden: GoldenSet) -> dict[str, str]:
-    tags = {"golden_set": golden.name, "queries": str(len(golden))}
-    if not golden.private:
-        tags["path"] = golden.path
-    return tags
-
-
 def write_outputs(workdir: Path, title: str, params: Mapping[str, Any],
                   aggregate: Mapping[str, Any]) -> None:
     from kebab_mlflow.evaluation import plots
@@ -286,17 +316,37 @@ def write_outputs(workdir: Path, title: str, params: Mapping[str, Any],
 
 
 def publish(tracker: Any, workdir: Path) -> None:
-    """Log metrics, artifacts, dataset and final tags from a work folder, then finish the run."""
+    """Log dataset, model, metrics, artifacts, tables, traces and final tags from a work
+    folder, then finish the run. The dataset and the model come first so that the metrics can
+    name them; the headline metrics are the first (by default the only) metrics logged."""
     manifest = json.loads((workdir / MANIFEST).read_text())
     run_id = manifest["run_id"]
-    tracker.log_batch(run_id, metrics=manifest["metrics"],
-                      tags={**manifest["tags"], "mlflow.note.content": manifest["description"]})
-    for f in sorted(workdir.iterdir()):
-        if f.name != MANIFEST and f.is_file():
-            tracker.log_artifact(run_id, f)
     ds = manifest["dataset"]
-    tracker.log_golden_dataset(run_id, ds["name"], ds["digest"], ds["tags"])
+    tracker.log_golden_dataset(run_id, ds["name"], ds["digest"], ds["tags"],
+                               ds.get("schema"), ds.get("profile"))
+    model_id = _model_of(tracker, manifest)
+    tracker.log_batch(run_id, metrics=manifest["metrics"],
+                      tags={**manifest["tags"], "mlflow.note.content": manifest["description"]},
+                      model_id=model_id, dataset=(ds["name"], ds["digest"][:36]))
+    if model_id:
+        tracker.log_model_output(run_id, model_id)
+    for f in sorted(workdir.iterdir()):
+        if f.name not in (MANIFEST, TRACES) and f.is_file():
+            tracker.log_artifact(run_id, f)
+    aggregate = load_aggregate((workdir / "aggregate.json").read_bytes())
+    tracker.log_table(run_id, breakdown_table(aggregate), BREAKDOWN_TABLE)
+    if manifest.get("traces") and (workdir / TRACES).is_file():
+        tracker.log_traces(manifest["experiment_id"], run_id, read_traces(workdir / TRACES),
+                           model_id)
     tracker.end_run(run_id, "FINISHED")
+
+
+def _model_of(tracker: Any, manifest: Mapping[str, Any]) -> str | None:
+    model = manifest.get("model")  # absent in recovery folders of older versions
+    if not model:
+        return None
+    return tracker.pipeline_model(manifest["experiment_id"], model["name"], model["digest"],
+                                  model["params"], manifest["run_id"], model["tags"])
 
 
 def keep_for_recovery(workdir: Path) -> Path:

@@ -11,10 +11,12 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import getpass
+import hashlib
+import json
 import os
 import re
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,11 @@ from kebab_mlflow.records import RunRecord
 
 DEFAULT_EXPERIMENT = "kebab-eval"
 BASELINE_TAG = "kebab.baseline_run_id"
+# MLflow 3's UI opens an experiment on its GenAI pages unless this tag names another kind;
+# "custom_model_development" opens it on the runs (values from the 3.17 UI's ExperimentKind).
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
+MODEL_DIGEST_TAG = "kebab.versions_sha256"
 # MLflow's default HTTP retry policy waits minutes on a dead server; fail fast instead.
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
@@ -109,6 +116,8 @@ class Tracker:
         try:
             exp = self.client.get_experiment_by_name(name)
             if exp is not None:
+                if EXPERIMENT_KIND_TAG not in exp.tags:  # made by an older version or by hand
+                    self._set_kind(exp.experiment_id)
                 return exp.experiment_id
             if not create:
                 raise RunNotFoundError(f"no experiment named {name!r} in {describe_uri(self.uri)}")
@@ -124,7 +133,9 @@ class Tracker:
                     folder = re.sub(r"[^\w.-]", "_", name).strip(".")[:100] or "experiment"
                     location = (db.parent / "artifacts" / folder).resolve().as_uri()
                 try:
-                    return self.client.create_experiment(name, artifact_location=location)
+                    return self.client.create_experiment(
+                        name, artifact_location=location,
+                        tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
                 except MlflowException:  # created by a racing process
                     exp = self.client.get_experiment_by_name(name)
                     if exp is None:
@@ -132,6 +143,10 @@ class Tracker:
                     return exp.experiment_id
         except MlflowException as exc:
             raise _tracking_error(self.uri, exc) from None
+
+    def _set_kind(self, experiment_id: str) -> None:
+        with contextlib.suppress(MlflowException):  # a read-only user: the UI still works
+            self.client.set_experiment_tag(experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
 
     def start_run(self, experiment_id: str, run_name: str | None, tags: Mapping[str, str],
                   parent_run_id: str | None = None, description: str | None = None) -> str:
@@ -175,11 +190,16 @@ class Tracker:
 
     def log_batch(self, run_id: str, params: Mapping[str, Any] | None = None,
                   metrics: Mapping[str, float] | None = None,
-                  tags: Mapping[str, str] | None = None) -> None:
-        """One request per ≤1000 metrics / ≤100 params / ≤100 tags (the store's limits)."""
+                  tags: Mapping[str, str] | None = None, *, model_id: str | None = None,
+                  dataset: tuple[str, str] | None = None) -> None:
+        """One request per ≤1000 metrics / ≤100 params / ≤100 tags (the store's limits), in
+        the order given. ``model_id`` / ``dataset`` (name, digest) link the metrics to a
+        LoggedModel and the dataset they were measured on (the Models tab shows them)."""
         now = int(time.time() * 1000)
+        name, digest = dataset or (None, None)
         p = [Param(k, str(v)[:6000]) for k, v in (params or {}).items()]
-        m = [Metric(k, float(v), now, 0) for k, v in (metrics or {}).items()]
+        m = [Metric(k, float(v), now, 0, model_id=model_id, dataset_name=name,
+                    dataset_digest=digest) for k, v in (metrics or {}).items()]
         t = [RunTag(k, str(v)[:8000]) for k, v in (tags or {}).items()]
         while p or m or t:
             self.client.log_batch(run_id, metrics=m[:1000], params=p[:100], tags=t[:100])
@@ -188,11 +208,22 @@ class Tracker:
     def log_artifact(self, run_id: str, path: Path, artifact_path: str | None = None) -> None:
         self.client.log_artifact(run_id, str(path), artifact_path)
 
-    def log_golden_dataset(self, run_id: str, name: str, digest: str, source_tags: dict) -> None:
+    def log_golden_dataset(self, run_id: str, name: str, digest: str, source_tags: dict,
+                           schema: Mapping[str, str] | None = None,
+                           profile: Mapping[str, Any] | None = None) -> None:
+        """Link the golden set to the run as an MLflow dataset: its digest (the file's), its
+        fields as the schema (field -> "string" | "boolean" | "integer" | "list") and a
+        profile (counts), which the UI's dataset panel shows."""
         from mlflow.data.code_dataset_source import CodeDatasetSource
         from mlflow.data.meta_dataset import MetaDataset
 
-        dataset = MetaDataset(CodeDatasetSource(tags=source_tags), name=name, digest=digest[:36])
+        class GoldenDataset(MetaDataset):
+            def to_dict(self) -> dict[str, str]:
+                return {**super().to_dict(), **({"profile": json.dumps(dict(profile))}
+                                                if profile else {})}
+
+        dataset = GoldenDataset(CodeDatasetSource(tags=source_tags), name=name,
+                                digest=digest[:36], schema=_schema(schema) if schema else None)
         entity = DatasetInput(dataset._to_mlflow_entity(),
                               tags=[InputTag("mlflow.data.context", "eval")])
         # Two runs logging the same new dataset at once race on the store's unique key; the
@@ -205,6 +236,96 @@ class Tracker:
                 if attempt == 3:
                     raise
                 time.sleep(0.2 * (attempt + 1))
+
+    def log_table(self, run_id: str, columns: Mapping[str, list], artifact_file: str) -> None:
+        """A table artifact the run page shows as a table (``mlflow.log_table``). MLflow
+        appends to an existing file of that name; publishing again (``upload``) must not
+        duplicate the rows, so an existing table is left as it is."""
+        folder = str(Path(artifact_file).parent)
+        present = {a.path for a in self.client.list_artifacts(
+            run_id, None if folder == "." else folder)}
+        if artifact_file not in present:
+            self.client.log_table(run_id, dict(columns), artifact_file)
+
+    def pipeline_model(self, experiment_id: str, name: str, digest: str,
+                       params: Mapping[str, str], source_run_id: str,
+                       tags: Mapping[str, str] | None = None) -> str:
+        """The id of the LoggedModel standing for one pipeline version snapshot (an MLflow 3
+        external model): found by its digest tag, created READY by the first run that needs
+        it, reused by every later one."""
+        found = self._model_with_digest(experiment_id, digest)
+        if found:
+            return found
+        from mlflow.utils.mlflow_tags import MLFLOW_MODEL_IS_EXTERNAL
+
+        with _store_lock(self.uri):  # parallel sweep rows: one model, not one each
+            found = self._model_with_digest(experiment_id, digest)
+            if found:
+                return found
+            model = self.client._create_logged_model(
+                experiment_id, name, source_run_id,
+                tags={**dict(tags or {}), MODEL_DIGEST_TAG: digest,
+                      MLFLOW_MODEL_IS_EXTERNAL: "true"},
+                params=dict(params), model_type="pipeline", flavor="external")
+            self._finish_external_model(model.model_id)
+        return model.model_id
+
+    def _model_with_digest(self, experiment_id: str, digest: str) -> str | None:
+        found = self.client.search_logged_models(
+            [experiment_id], f"tags.`{MODEL_DIGEST_TAG}` = {_quoted(digest)}",
+            order_by=[{"field_name": "creation_time", "ascending": True}], max_results=1)
+        return found[0].model_id if found else None
+
+    def _finish_external_model(self, model_id: str) -> None:
+        """What ``mlflow.create_external_model`` does after creating one: an MLmodel file
+        (so the model can be registered) and status READY."""
+        import tempfile
+
+        from mlflow.entities import LoggedModelStatus
+        from mlflow.models.model import MLMODEL_FILE_NAME
+        from mlflow.models.utils import get_external_mlflow_model_spec
+
+        model = self.client.get_logged_model(model_id)
+        with tempfile.TemporaryDirectory() as tmp:
+            get_external_mlflow_model_spec(model).save(str(Path(tmp) / MLMODEL_FILE_NAME))
+            self.client.log_model_artifacts(model_id, tmp)
+        self.client.finalize_logged_model(model_id, LoggedModelStatus.READY)
+
+    def log_model_output(self, run_id: str, model_id: str) -> None:
+        """Mark the model as the run's output (the run page's "Logged models")."""
+        from mlflow.entities import LoggedModelOutput
+
+        self.client.log_outputs(run_id, [LoggedModelOutput(model_id, 0)])
+
+    def log_traces(self, experiment_id: str, run_id: str, payloads: Iterable[Any],
+                   model_id: str | None = None) -> int:
+        """Log one trace per query payload (:class:`kebab_mlflow.tracking.traces.TracePayload`)
+        linked to the run and the model, its scores as assessments. Not through the tracing
+        SDK (one trace at a time, ~100 ms each, plus ~25 ms per assessment): each trace's info
+        goes in with its assessments in one request, the spans of up to 100 traces in one
+        ``log_spans`` request. Trace ids derive from run and query ids, so publishing again
+        (``upload``) finds the traces already there instead of duplicating them."""
+        store = self.client._tracing_client.store
+        start = time.time_ns()
+        count = 0
+        for chunk in _batches(payloads, 100):
+            spans, trace_ids = [], []
+            built = []
+            for p in chunk:
+                trace_id, trace_spans, end = _trace_spans(run_id, p, start)
+                built.append((trace_id, p, (start, end)))
+                spans += trace_spans
+                trace_ids.append(trace_id)
+                start = end + 1_000_000
+            present = _present_traces(store, trace_ids)  # a republish: assessments once
+            for trace_id, p, times in built:
+                if trace_id not in present:
+                    store.start_trace(_trace_info(experiment_id, run_id, model_id, trace_id,
+                                                  p, times))
+            store.log_spans(experiment_id, spans)
+            self.client.link_traces_to_run(trace_ids, run_id)
+            count += len(trace_ids)
+        return count
 
     def end_run(self, run_id: str, status: str = "FINISHED") -> None:
         self.client.set_terminated(run_id, status)
@@ -287,6 +408,128 @@ def cli_executable() -> str:
     if script is not None and script.name == "kebab-mlflow" and script.is_file():
         return shlex.quote(str(script.absolute()))
     return f"{shlex.quote(sys.executable)} -m kebab_mlflow.cli"
+
+
+def _batches(items: Iterable[Any], size: int) -> Iterator[list[Any]]:
+    batch: list[Any] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def _span_id(*parts: str) -> int:
+    return int(hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:16], 16) or 1
+
+
+def _trace_spans(run_id: str, p: Any, start_ns: int) -> tuple[str, list[Any], int]:
+    """(trace id, [root CHAIN, RETRIEVER, answer span], end time) for one query; the spans
+    last the query's measured latency."""
+    from mlflow.entities import Document, SpanType
+    from mlflow.tracing.utils import generate_mlflow_trace_id_from_otel_trace_id
+
+    otel_trace = int(hashlib.sha256(f"{run_id}\x00{p.query_id}".encode()).hexdigest()[:32], 16)
+    trace_id = generate_mlflow_trace_id_from_otel_trace_id(otel_trace)
+    end_ns = start_ns + max(int(p.latency_ms * 1e6), 1000)
+    documents = [Document(page_content=h["text"], id=h["chunk_id"],
+                          metadata={"doc_uri": h["doc_id"], "doc_id": h["doc_id"],
+                                    "chunk_id": h["chunk_id"], "score": h["score"],
+                                    "rank": h["rank"]}).to_dict() for h in p.hits]
+    root = _span(otel_trace, trace_id, _span_id(trace_id, "root"), None, f"query {p.query_id}",
+                 SpanType.CHAIN, (start_ns, end_ns), {"query": p.query},
+                 _root_outputs(p), p.error)
+    retrieve = _span(otel_trace, trace_id, _span_id(trace_id, "retrieve"), root, "retrieve",
+                     SpanType.RETRIEVER, (start_ns, end_ns), {"query": p.query}, documents,
+                     p.error if not p.hits else None)
+    spans = [root, retrieve]
+    if p.answer is not None:
+        spans.append(_span(otel_trace, trace_id, _span_id(trace_id, "answer"), root, "answer",
+                           SpanType.CHAIN, (start_ns, end_ns),
+                           {"query": p.query, "context": [h["chunk_id"] for h in p.hits]},
+                           p.answer, None))
+    return trace_id, spans, end_ns
+
+
+def _root_outputs(p: Any) -> dict[str, Any]:
+    answer = p.answer or {}
+    return {"answer": answer.get("text"), "refusal_reason": answer.get("refusal_reason"),
+            "failure": list(p.failure), "error": p.error}
+
+
+def _present_traces(store: Any, trace_ids: list[str]) -> set[str]:
+    try:
+        return {info.trace_id for info in store.batch_get_trace_infos(trace_ids)}
+    except MlflowException:  # a server without the batch endpoint: treat all as new
+        return set()
+
+
+def _response_preview(p: Any) -> str:
+    if p.error:
+        return f"error: {p.error}"
+    answer = p.answer or {}
+    if answer.get("refusal_reason"):
+        return f"refused: {answer['refusal_reason']}"
+    return answer.get("text") or ", ".join(h["chunk_id"] for h in p.hits[:5])
+
+
+def _trace_info(experiment_id: str, run_id: str, model_id: str | None, trace_id: str, p: Any,
+                times: tuple[int, int]) -> Any:
+    """The trace's info with its tags, its links (run, model) and its assessments."""
+    from mlflow.entities import AssessmentSource, Feedback, TraceInfo, TraceLocation, TraceState
+    from mlflow.tracing.constant import TraceMetadataKey
+
+    source = AssessmentSource(source_type="CODE", source_id="kebab-mlflow")
+    metadata = {TraceMetadataKey.SOURCE_RUN: run_id, "mlflow.trace_schema.version": "3"}
+    if model_id:
+        metadata[TraceMetadataKey.MODEL_ID] = model_id
+    return TraceInfo(
+        trace_id=trace_id, trace_location=TraceLocation.from_experiment_id(experiment_id),
+        request_time=times[0] // 1_000_000, execution_duration=(times[1] - times[0]) // 1_000_000,
+        state=TraceState.ERROR if p.error else TraceState.OK,
+        request_preview=p.query[:1000],
+        response_preview=_response_preview(p)[:1000],
+        trace_metadata=metadata,
+        tags={"mlflow.traceName": p.query_id, "kebab.query_id": p.query_id,
+              "kebab.failure": ",".join(p.failure) or "none"},
+        assessments=[Feedback(name=name, value=value, source=source, trace_id=trace_id)
+                     for name, value in p.scores.items()])
+
+
+def _span(otel_trace: int, trace_id: str, span_id: int, parent: Any, name: str, kind: str,
+          times: tuple[int, int], inputs: Any, outputs: Any, error: str | None) -> Any:
+    """A finished MLflow span built directly (no tracer, no exporter thread)."""
+    from mlflow.entities import Span
+    from mlflow.tracing.constant import SpanAttributeKey
+    from mlflow.tracing.utils import build_otel_context
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import ReadableSpan
+    from opentelemetry.trace import Status, StatusCode
+
+    attributes = {SpanAttributeKey.REQUEST_ID: json.dumps(trace_id),
+                  SpanAttributeKey.SPAN_TYPE: json.dumps(kind),
+                  SpanAttributeKey.INPUTS: json.dumps(inputs, ensure_ascii=False),
+                  SpanAttributeKey.OUTPUTS: json.dumps(outputs, ensure_ascii=False)}
+    status = Status(StatusCode.ERROR, error) if error else Status(StatusCode.OK)
+    otel = ReadableSpan(name=name, context=build_otel_context(otel_trace, span_id),
+                        parent=parent._span.context if parent is not None else None,
+                        start_time=times[0], end_time=times[1], attributes=attributes,
+                        status=status, resource=Resource.get_empty())
+    return Span(otel)
+
+
+def _schema(fields: Mapping[str, str]) -> Any:
+    from mlflow.types import ColSpec, DataType, Schema
+    from mlflow.types.schema import Array
+
+    def spec(name: str, kind: str) -> ColSpec:
+        if kind == "list":
+            return ColSpec(Array(DataType.string), name, required=False)
+        return ColSpec(DataType[kind], name, required=name in ("id", "query"))
+
+    return Schema([spec(name, kind) for name, kind in fields.items()])
 
 
 def _quoted(value: str) -> str:

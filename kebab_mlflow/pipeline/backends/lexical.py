@@ -11,7 +11,7 @@ same ``lexical.tokenizer`` (``pipeline/text.py``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -24,12 +24,26 @@ TOKENIZER_VERSION = tokenizer_version("english")  # the default's, as before tok
 
 
 def term_counts(texts: Sequence[str], tokenizer: str = "english",
+                advance: Callable[[int], None] | None = None
                 ) -> tuple[sp.csr_matrix, dict[str, int]]:
-    """(docs × terms) counts of the tokenizer's tokens, and the term → column map."""
+    """(docs × terms) counts of the tokenizer's tokens, and the term → column map.
+    ``advance(n)``: told every 256 texts tokenized (a progress bar)."""
     from sklearn.feature_extraction.text import CountVectorizer
 
-    vectorizer = CountVectorizer(analyzer=get_analyzer(tokenizer), dtype=np.float32)
+    analyze = get_analyzer(tokenizer)
+    done = 0
+
+    def analyzer(text: str) -> list[str]:
+        nonlocal done
+        done += 1
+        if advance is not None and done % 256 == 0:
+            advance(256)
+        return analyze(text)
+
+    vectorizer = CountVectorizer(analyzer=analyzer, dtype=np.float32)
     tf = vectorizer.fit_transform(texts).tocsr()
+    if advance is not None and done % 256:
+        advance(done % 256)
     return tf, {t: int(i) for t, i in vectorizer.vocabulary_.items()}
 
 

@@ -1,0 +1,130 @@
+"""What a run shows in the MLflow UI, decided here (no mlflow import: the store does the calls).
+
+- **Metrics.** The UI groups a run's metrics by the prefix before the first ``/``, sorts the
+  groups alphabetically and puts names without a prefix *last*; 600 breakdown metrics buried
+  the 40 headline ones. So by default only the overall block is logged as metrics: the
+  headline metrics that apply to this golden set (a metric without ground truth here is null
+  and left out), in display order (the summary's headline metrics first, cut-offs
+  ascending). Every breakdown value stays in
+  ``aggregate.json`` and in the table artifact ``breakdowns.json`` (one row per value, the
+  run page shows it as a table); ``run --log-breakdowns`` also logs them as metrics, under
+  the same names as before.
+- **Dataset.** The golden set's fields as the schema and its counts as the profile.
+- **Model.** One LoggedModel per version snapshot (see :func:`pipeline_model`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from kebab_mlflow.evaluation.report import ordered
+from kebab_mlflow.golden import GoldenSet
+from kebab_mlflow.metrics.aggregate import flat_metrics, metric_key
+from kebab_mlflow.records import UNKNOWN
+
+BREAKDOWN_TABLE = "breakdowns.json"
+GROUP_BLOCKS = ("by_query_type", "by_hardcase_category", "by_metadata_field")
+SCALAR_BLOCKS = ("abstention_outcomes", "abstention_calibration", "abstention_calibration_raw",
+                 "latency")
+
+
+def headline_metrics(aggregate: Mapping[str, Any]) -> dict[str, float]:
+    """The overall block's non-null values in display order (the summary's headline metrics
+    first, cut-offs ascending)."""
+    values = {metric_key(name): float(value)
+              for name, value in aggregate.get("overall", {}).items() if value is not None}
+    return ordered(values, aggregate)
+
+
+def logged_metrics(aggregate: Mapping[str, Any], log_breakdowns: bool) -> dict[str, float]:
+    """The metrics a run logs, headline first: only those, or every breakdown value after."""
+    headline = headline_metrics(aggregate)
+    if not log_breakdowns:
+        return headline
+    rest = {k: v for k, v in flat_metrics(aggregate).items() if k not in headline}
+    return {**headline, **ordered(rest)}
+
+
+def breakdown_table(aggregate: Mapping[str, Any]) -> dict[str, list]:
+    """Every breakdown value, nulls included, as columns ``block, group, metric, value,
+    mlflow_metric`` (the last is the metric name ``--log-breakdowns`` logs it under)."""
+    rows: list[tuple[str, str, str, float | None, str]] = []
+    for block in GROUP_BLOCKS:
+        for group, metrics in (aggregate.get(block) or {}).items():
+            rows += [(block, group, name, value, metric_key(block, group, name))
+                     for name, value in metrics.items()]
+    for block in SCALAR_BLOCKS:
+        for name, value in (aggregate.get(block) or {}).items():
+            if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)):
+                rows.append((block, "", name, value, metric_key(block, name)))
+    columns = ("block", "group", "metric", "value", "mlflow_metric")
+    return {c: [r[i] for r in rows] for i, c in enumerate(columns)}
+
+
+def _field_kinds(golden: GoldenSet) -> dict[str, str]:
+    """The fields the golden set's queries use, with their type (the dataset's schema)."""
+    q = golden.queries
+    candidates = {
+        "id": ("string", True), "query": ("string", True),
+        "expected_chunk_ids": ("list", any(x.expected_chunk_ids for x in q)),
+        "expected_doc_ids": ("list", any(x.expected_doc_ids for x in q)),
+        "must_contain": ("list", any(x.must_contain for x in q)),
+        "forbidden": ("list", any(x.forbidden for x in q)),
+        "ask": ("boolean", any(x.ask for x in q)),
+        "answerable": ("boolean", any(not x.answerable for x in q)),
+        "query_type": ("string", any(x.query_type for x in q)),
+        "hardcase_categories": ("list", any(x.hardcase_categories for x in q)),
+        "metadata_field": ("string", any(x.metadata_field for x in q)),
+        "group": ("string", any(x.group for x in q)),
+        "difficulty": ("string", any(x.difficulty for x in q)),
+        "lang": ("string", any(x.lang for x in q)),
+    }
+    return {name: kind for name, (kind, used) in candidates.items() if used}
+
+
+def _profile(golden: GoldenSet) -> dict[str, Any]:
+    q = golden.queries
+    graded = sum(any(g > 1 for g in x.expected_doc_ids.values()) for x in q)
+    return {
+        "source": "private golden set" if golden.private else golden.path,
+        "queries": len(q),
+        "ground_truth_levels": [level for level, n in (
+            ("chunk", sum(x.has_chunk_truth for x in q)),
+            ("doc", sum(x.has_doc_truth for x in q)),
+            ("answer", sum(bool(x.must_contain) for x in q))) if n],
+        "with_chunk_truth": sum(x.has_chunk_truth for x in q),
+        "with_doc_truth": sum(x.has_doc_truth for x in q),
+        "with_graded_doc_truth": graded,
+        "with_must_contain": sum(bool(x.must_contain) for x in q),
+        "ask": sum(x.ask for x in q), "unanswerable": sum(not x.answerable for x in q),
+        "fields": list(_field_kinds(golden)),
+    }
+
+
+def golden_dataset(golden: GoldenSet) -> dict[str, Any]:
+    """The golden set as the run's MLflow dataset: name, digest of the file, source tags
+    (no path for a private set), schema and profile."""
+    tags = {"golden_set": golden.name, "queries": str(len(golden))}
+    if not golden.private:
+        tags["path"] = golden.path
+    return {"name": golden.name, "digest": golden.digest, "tags": tags,
+            "schema": _field_kinds(golden), "profile": _profile(golden)}
+
+
+def versions_digest(versions: Mapping[str, str]) -> str:
+    return hashlib.sha256(json.dumps(dict(sorted(versions.items()))).encode()).hexdigest()
+
+
+def pipeline_model(result: Any) -> dict[str, Any] | None:
+    """The LoggedModel a run's metrics belong to: one per distinct version snapshot, found
+    again by the snapshot's digest. A target that reports no version at all gets none: "all
+    unknown" would tie unrelated systems together."""
+    versions = result.versions.as_dict()
+    if all(v == UNKNOWN for v in versions.values()):
+        return None
+    digest = versions_digest(versions)
+    return {"name": f"{result.source.backend}-{digest[:8]}", "digest": digest,
+            "params": versions, "tags": {"kebab.backend": result.source.backend}}
