@@ -22,6 +22,7 @@ from kebab_mlflow import progress
 from kebab_mlflow.errors import CorpusError, Problem, QueryFailed
 from kebab_mlflow.evaluation.per_query import PerQueryWriter, record
 from kebab_mlflow.golden import GoldenQuery, GoldenSet
+from kebab_mlflow.interrupts import checkpoint
 from kebab_mlflow.metrics.aggregate import aggregate_block, breakdowns, counts
 from kebab_mlflow.metrics.calibration import (
     abstention_outcomes,
@@ -59,6 +60,13 @@ def check_expected_ids(golden: GoldenSet, chunk_ids: set[str], doc_ids: set[str]
                                 f"{', '.join(missing_docs[:50])}", golden.path))
     if problems:
         raise CorpusError("the golden set does not match the corpus", problems)
+
+
+def shown_error(error: str, private: bool) -> str:
+    """A query's error as it may be shown: of a private set, the exception type only (the
+    message may quote the query text, as per_query.jsonl does)."""
+    return error.split(":", 1)[0] + " (message withheld: private golden set)" if private \
+        else error
 
 
 def _error_text(exc: BaseException) -> str:
@@ -110,6 +118,7 @@ def run_queries(pipeline: Any, golden: GoldenSet, depth: int, cutoffs: Sequence[
         try:
             for start in range(0, len(golden.queries), BATCH_SIZE):
                 batch = golden.queries[start:start + BATCH_SIZE]
+                checkpoint("batch-start")
                 t0 = time.perf_counter()
                 if hasattr(pipeline, "run_many"):  # targets that search and answer in one call
                     results = _run_many(pipeline, batch, depth)
@@ -121,7 +130,8 @@ def run_queries(pipeline: Any, golden: GoldenSet, depth: int, cutoffs: Sequence[
                 t_pipeline += t1 - t0
                 failed = next((r for r in results if r.error), None)
                 if fail_fast and failed:
-                    raise QueryFailed(f"query {failed.query_id} raised: {failed.error}")
+                    raise QueryFailed(f"query {failed.query_id} raised: "
+                                      f"{shown_error(failed.error, golden.private)}")
                 tables = retrieval_tables(batch, results, depth)
                 scores = score_results(batch, results, depth, cutoffs, with_answers=with_answers,
                                        tables=tables)

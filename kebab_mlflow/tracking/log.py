@@ -9,10 +9,11 @@ and removed. If MLflow fails while publishing, the folder stays as a recovery fo
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ from kebab_mlflow.evaluation.evaluate import (
 from kebab_mlflow.evaluation.report import run_report, summary_table
 from kebab_mlflow.evaluation.runner import check_expected_ids
 from kebab_mlflow.golden import GoldenSet, load_golden_set
-from kebab_mlflow.interrupts import sigterm_as_interrupt
+from kebab_mlflow.interrupts import checkpoint, signals_deferred, sigterm_as_interrupt
 from kebab_mlflow.metrics.scoring import run_cutoffs
 from kebab_mlflow.pipeline.backends.floors import oracle_truth
 from kebab_mlflow.pipeline.cache import cache_root
@@ -128,6 +129,7 @@ def execute(options: RunOptions, *,
     """``kebab-mlflow run``: prepare, start the MLflow run, :func:`evaluate` into its work
     folder, publish. Ctrl-C/SIGTERM ends the run KILLED."""
     prepared = prepare(options, on_status)
+    checkpoint("prepared")
     on_status("connecting to the tracking store")
     t_open = time.perf_counter()
     from kebab_mlflow.tracking.store import Tracker
@@ -138,36 +140,74 @@ def execute(options: RunOptions, *,
     open_s = time.perf_counter() - t_import
     t_log = time.perf_counter()
     run_name = options.run_name or f"{prepared.source.preset}-{time.strftime('%Y%m%d-%H%M%S')}"
-    run_id = tracker.start_run(experiment_id, run_name,
-                               run_tags(prepared.golden, prepared.source, options.extra_tags),
-                               parent_run_id=options.parent_run_id)
-    workdir = cache_root() / "work" / run_id
-    workdir.mkdir(parents=True, exist_ok=True)
-    try:
-        with sigterm_as_interrupt():
-            params = _params_before_results(prepared, options)
-            tracker.log_batch(run_id, params=params)
-            mlflow_s = time.perf_counter() - t_log
-            result = evaluate_prepared(prepared.pipeline, prepared.source, prepared.golden,
-                                       options.k, prepared.cutoffs, seed=options.seed,
-                                       fail_fast=options.fail_fast,
-                                       per_query_path=workdir / "per_query.jsonl",
-                                       index_s=prepared.index_s, ask=prepared.ask)
-    except KeyboardInterrupt:
-        tracker.end_run_quietly(run_id, "KILLED")
-        shutil.rmtree(workdir, ignore_errors=True)
-        raise RunInterrupted(f"interrupted: run {run_id} ended as KILLED") from None
-    except BaseException:
-        tracker.end_run_quietly(run_id, "FAILED")
-        shutil.rmtree(workdir, ignore_errors=True)
-        raise
-    title = options.run_name or f"{prepared.source.preset} on {prepared.golden.name}"
-    timings = finish_run(tracker, run_id, experiment_id, result, workdir, title)
+    tags = run_tags(prepared.golden, prepared.source, options.extra_tags)
+
+    def start() -> str:
+        return tracker.start_run(experiment_id, run_name, tags,
+                                 parent_run_id=options.parent_run_id)
+
+    with run_guard(tracker, start) as (run_id, workdir):
+        checkpoint("run-started")
+        tracker.log_batch(run_id, params=_params_before_results(prepared, options))
+        checkpoint("params-logged")
+        mlflow_s = time.perf_counter() - t_log
+        result = evaluate_prepared(prepared.pipeline, prepared.source, prepared.golden,
+                                   options.k, prepared.cutoffs, seed=options.seed,
+                                   fail_fast=options.fail_fast,
+                                   per_query_path=workdir / "per_query.jsonl",
+                                   index_s=prepared.index_s, ask=prepared.ask)
+        checkpoint("queries-done")
+        title = options.run_name or f"{prepared.source.preset} on {prepared.golden.name}"
+        timings = finish_run(tracker, run_id, experiment_id, result, workdir, title)
     timings.update(mlflow_import_s=t_import - t_open, mlflow_store_open_s=open_s)
     timings["mlflow_logging_s"] += mlflow_s
     return RunResult(run_id, experiment_id, "FINISHED", result.metrics, dict(result.aggregate),
                      tracker.ui_command(), {**result.timings, **timings},
                      result.versions.as_dict(), dict(result.scores), result.query_ids)
+
+
+@contextlib.contextmanager
+def run_guard(tracker: Any, start: Callable[[], str]) -> Iterator[tuple[str, Path]]:
+    """(run id, work folder) of a run started by ``start``, guarded from its creation to its
+    end: a signal (Ctrl-C, SIGTERM) at any moment ends it KILLED, an error FAILED, and its work
+    folder is removed — or kept for ``kebab-mlflow upload`` once the manifest is written. A
+    signal during the creation or the cleanup is held until it is done (a run created whole,
+    ended whole)."""
+    with sigterm_as_interrupt():
+        with signals_deferred() as held:
+            run_id = start()
+        workdir = cache_root() / "work" / run_id
+        try:
+            workdir.mkdir(parents=True, exist_ok=True)
+            if held.caught:
+                raise KeyboardInterrupt
+            yield run_id, workdir
+        except BaseException as exc:
+            with signals_deferred():
+                replacement = _end_after(tracker, run_id, workdir, exc)
+            if replacement is None:
+                raise
+            raise replacement from None
+
+
+def _end_after(tracker: Any, run_id: str, workdir: Path,
+               exc: BaseException) -> BaseException | None:
+    """End the run after ``exc`` and deal with its work folder; the error to raise instead
+    (None: ``exc`` itself)."""
+    if not isinstance(exc, KeyboardInterrupt):
+        if workdir.exists():  # not kept for recovery (that error already says where)
+            if not isinstance(exc, RunInterrupted):
+                tracker.end_run_quietly(run_id, "FAILED")
+            shutil.rmtree(workdir, ignore_errors=True)
+        return None
+    if not tracker.end_run_quietly(run_id, "KILLED"):
+        shutil.rmtree(workdir, ignore_errors=True)
+        return RunInterrupted(f"interrupted after run {run_id} had FINISHED")
+    if (workdir / MANIFEST).exists():
+        return RunInterrupted(f"interrupted while publishing: run {run_id} ended as KILLED; "
+                              f"results kept in {keep_for_recovery(workdir)}")
+    shutil.rmtree(workdir, ignore_errors=True)
+    return RunInterrupted(f"interrupted: run {run_id} ended as KILLED")
 
 
 def _params_before_results(prepared: Prepared, options: RunOptions) -> dict[str, Any]:
@@ -189,21 +229,16 @@ def log_run(result: EvalResult, *, experiment: str = "kebab-eval",
     tracker = Tracker(tracking_uri)
     experiment_id = tracker.experiment_id(experiment)
     name = run_name or f"{result.source.preset}-{time.strftime('%Y%m%d-%H%M%S')}"
-    run_id = tracker.start_run(experiment_id, name,
-                               run_tags(result.golden, result.source, extra_tags),
-                               parent_run_id=parent_run_id)
-    workdir = cache_root() / "work" / run_id
-    workdir.mkdir(parents=True, exist_ok=True)
-    try:
-        with sigterm_as_interrupt():
-            tracker.log_batch(run_id, params=result.params())
-            shutil.copyfile(result.per_query_path, workdir / "per_query.jsonl")
-    except BaseException:
-        tracker.end_run_quietly(run_id, "KILLED")
-        shutil.rmtree(workdir, ignore_errors=True)
-        raise
-    finish_run(tracker, run_id, experiment_id, result, workdir,
-               run_name or f"{result.source.preset} on {result.golden.name}")
+    tags = run_tags(result.golden, result.source, extra_tags)
+
+    def start() -> str:
+        return tracker.start_run(experiment_id, name, tags, parent_run_id=parent_run_id)
+
+    with run_guard(tracker, start) as (run_id, workdir):
+        tracker.log_batch(run_id, params=result.params())
+        shutil.copyfile(result.per_query_path, workdir / "per_query.jsonl")
+        finish_run(tracker, run_id, experiment_id, result, workdir,
+                   run_name or f"{result.source.preset} on {result.golden.name}")
     return run_id
 
 
@@ -215,6 +250,7 @@ def finish_run(tracker: Any, run_id: str, experiment_id: str, result: EvalResult
     params = result.params()
     write_outputs(workdir, title, params, result.aggregate)
     outputs_s = time.perf_counter() - t_out
+    checkpoint("outputs-written")
     manifest = {
         "run_id": run_id, "experiment_id": experiment_id, "tracking_uri": tracker.uri,
         "metrics": result.metrics,
@@ -224,20 +260,17 @@ def finish_run(tracker: Any, run_id: str, experiment_id: str, result: EvalResult
                     "tags": _dataset_tags(result.golden)},
     }
     (workdir / MANIFEST).write_text(json.dumps(manifest, indent=1))
+    checkpoint("manifest-written")
     t_log = time.perf_counter()
     _publish_or_keep(tracker, run_id, workdir)
+    checkpoint("published")
     shutil.rmtree(workdir, ignore_errors=True)
     return {"outputs_s": outputs_s, "mlflow_logging_s": time.perf_counter() - t_log}
 
 
 def _publish_or_keep(tracker: Any, run_id: str, workdir: Path) -> None:
     try:
-        with sigterm_as_interrupt():
-            publish(tracker, workdir)
-    except KeyboardInterrupt:
-        tracker.end_run_quietly(run_id, "KILLED")
-        raise RunInterrupted(f"interrupted while publishing: run {run_id} ended as KILLED; "
-                             f"results kept in {keep_for_recovery(workdir)}") from None
+        publish(tracker, workdir)
     except KebabError:
         raise
     except Exception as exc:  # noqa: BLE001 - server lost mid-run: keep everything
@@ -275,9 +308,11 @@ def publish(tracker: Any, workdir: Path) -> None:
     run_id = manifest["run_id"]
     tracker.log_batch(run_id, metrics=manifest["metrics"],
                       tags={**manifest["tags"], "mlflow.note.content": manifest["description"]})
+    checkpoint("metrics-logged")
     for f in sorted(workdir.iterdir()):
         if f.name != MANIFEST and f.is_file():
             tracker.log_artifact(run_id, f)
+    checkpoint("artifacts-logged")
     ds = manifest["dataset"]
     tracker.log_golden_dataset(run_id, ds["name"], ds["digest"], ds["tags"])
     tracker.end_run(run_id, "FINISHED")

@@ -184,12 +184,16 @@ class Tracker:
     def end_run(self, run_id: str, status: str = "FINISHED") -> None:
         self.client.set_terminated(run_id, status)
 
-    def end_run_quietly(self, run_id: str, status: str) -> None:
-        """End a run on the way out of a failure; the store may be the thing that failed."""
+    def end_run_quietly(self, run_id: str, status: str) -> bool:
+        """End a run on the way out of a failure; the store may be the thing that failed.
+        False when the run had already FINISHED (a signal just after it did): that stays."""
         try:
+            if self.client.get_run(run_id).info.status == "FINISHED":
+                return False
             self.end_run(run_id, status)
         except Exception:  # noqa: BLE001
             pass
+        return True
 
     def set_tags(self, run_id: str, tags: Mapping[str, str]) -> None:
         self.log_batch(run_id, tags=tags)
