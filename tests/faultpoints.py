@@ -98,3 +98,74 @@ def problems(point: str, got: Outcome) -> list[str]:
     if "Traceback" in got.stderr:
         wrong.append("a traceback on stderr")
     return wrong
+
+
+# SIGKILL while a brand-new SQLite store is created: the moment is "a file of the store folder
+# reached N bytes" (MLflow grows it to ~950 kB over its migrations), an event, not a guess.
+CREATION_POINTS = (1, 28_000, 100_000, 200_000, 300_000, 400_000, 500_000, 600_000, 700_000,
+                   800_000, 900_000)
+CREATE = "from kebab_mlflow.tracking.store import Tracker; Tracker({uri!r})"
+# MLflow alone, migrating in place (as kebab-mlflow did before issue 18)
+CREATE_IN_PLACE = ("from mlflow.tracking import MlflowClient; "
+                   "MlflowClient(tracking_uri={uri!r}).search_experiments()")
+
+
+def start_store_creation(folder: Path, code: str = CREATE) -> tuple[subprocess.Popen, str]:
+    uri = f"sqlite:///{folder / 'mlflow.db'}"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-c", code.format(uri=uri)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return proc, uri
+
+
+def largest_file(folder: Path) -> int:
+    sizes = [0]
+    for f in folder.glob("*"):
+        try:
+            sizes.append(f.stat().st_size if not f.name.endswith("-journal") else 0)
+        except FileNotFoundError:  # renamed or removed while we looked
+            pass
+    return max(sizes)
+
+
+def kill_at_sizes(folder: Path, sizes: tuple[int, ...],
+                  code: str = CREATE) -> list[tuple[int, str]]:
+    """One store creation per size, each SIGKILLed once a store file reached that size (all
+    started at once); (size, uri) of those killed in time — one that finished first is left out
+    (it is not a kill during creation)."""
+    started = []
+    for size in sizes:
+        sub = folder / f"kill-at-{size}"
+        sub.mkdir(parents=True)
+        started.append((size, sub, *start_store_creation(sub, code)))
+    killed, pending = [], list(started)
+    deadline = time.monotonic() + 300
+    while pending and time.monotonic() < deadline:
+        for item in list(pending):
+            size, sub, proc, uri = item
+            if proc.poll() is not None:
+                pending.remove(item)
+            elif largest_file(sub) >= size:
+                proc.send_signal(signal.SIGKILL)
+                proc.wait()
+                killed.append((size, uri))
+                pending.remove(item)
+        time.sleep(0.002)
+    for _, _, proc, _ in pending:
+        proc.kill()
+        proc.wait()
+    return killed
+
+
+def store_usable(uri: str) -> str | None:
+    """None when a run can be made in the store, else why not."""
+    from kebab_mlflow.errors import KebabError
+    from kebab_mlflow.tracking.store import Tracker
+
+    try:
+        tracker = Tracker(uri)
+        run_id = tracker.start_run(tracker.experiment_id("after-kill"), "after", {})
+        tracker.end_run(run_id)
+        return None if tracker.get_run(run_id).status == "FINISHED" else "run not FINISHED"
+    except KebabError as exc:
+        return str(exc)[:300]

@@ -23,10 +23,27 @@ def test_a_signal_at_any_moment_ends_the_run_killed_and_cleans_up(tmp_path, stor
     for name, signum in faultpoints.SIGNALS.items():
         folder = tmp_path / f"{point}-{name}"
         started[name] = (*faultpoints.start_run(point, folder, store_uri), folder, signum)
-    for name, (proc, marker, folder, signum) in started.items():
+    for proc, marker, _, signum in started.values():
         faultpoints.wait_for(marker, proc)
         proc.send_signal(signum)
     outcomes = {name: faultpoints.outcome(proc, folder, store_uri)
                 for name, (proc, _, folder, _) in started.items()}  # every process ended
     for name, got in outcomes.items():
         assert faultpoints.problems(point, got) == [], (name, got.stderr[-1500:])
+
+
+def test_sigkill_while_a_new_store_is_created_never_bricks_it(tmp_path):
+    killed = faultpoints.kill_at_sizes(tmp_path, faultpoints.CREATION_POINTS)
+    assert len(killed) >= 8, killed  # nearly every creation was caught mid-way
+    broken = {size: why for size, uri in killed if (why := faultpoints.store_usable(uri))}
+    assert broken == {}
+
+
+def test_a_half_created_store_without_runs_is_set_aside_and_rebuilt(tmp_path, caplog):
+    (size, uri), = faultpoints.kill_at_sizes(tmp_path, (300_000,), faultpoints.CREATE_IN_PLACE)
+    assert faultpoints.store_usable(uri) is None
+    (aside,) = tmp_path.glob("kill-at-300000/mlflow.db.broken-*")
+    assert aside.stat().st_size > 0
+    assert any("half-created" in r.getMessage() for r in caplog.records)
+    assert faultpoints.store_usable(uri) is None  # the rebuilt store opens as it is
+    assert len(list(tmp_path.rglob("*.broken-*"))) == 1
