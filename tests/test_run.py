@@ -82,7 +82,7 @@ def test_same_inputs_same_numbers(store_uri):
 @pytest.mark.parametrize("args, message", [
     (["--preset", "nope"], "unknown preset 'nope'; valid presets: naive_baseline"),
     (["--set", "bm25.k3=1"], "unknown config key 'bm25.k3'"),
-    (["--k", "0"], "--k must be >= 1"),
+    (["--k", "0"], "--k must be an integer from 1 to 10,000"),
 ])
 def test_bad_input_exits_2_and_creates_no_run(store_uri, args, message):
     res = runner.invoke(app, ["run", "--golden", str(GOLDEN), "--corpus", str(KB),

@@ -123,7 +123,7 @@ def run_queries(pipeline: Any, golden: GoldenSet, depth: int, cutoffs: Sequence[
                 if hasattr(pipeline, "run_many"):  # targets that search and answer in one call
                     results = _run_many(pipeline, batch, depth)
                 else:
-                    results = [_answer(pipeline, q, *searched)
+                    results = [_answer(pipeline, q, *searched, depth)
                                for q, searched in zip(batch, _search_batch(pipeline, batch, depth),
                                                       strict=True)]
                 t1 = time.perf_counter()
@@ -155,8 +155,10 @@ def run_queries(pipeline: Any, golden: GoldenSet, depth: int, cutoffs: Sequence[
                        {"pipeline_s": t_pipeline, "metrics_s": t_metrics})
 
 
-def _answer(pipeline: Any, query: GoldenQuery, hits, error, seconds) -> QueryResult:
+def _answer(pipeline: Any, query: GoldenQuery, hits, error, seconds,
+            depth: int) -> QueryResult:
     answer = None
+    hits, truncated = hits[:depth], max(len(hits) - depth, 0)
     if error is None:
         error = _validate_hits(hits)
         if error:
@@ -171,7 +173,8 @@ def _answer(pipeline: Any, query: GoldenQuery, hits, error, seconds) -> QueryRes
             error = _error_text(exc)
             traceback.clear_frames(exc.__traceback__)
         seconds += time.perf_counter() - start
-    return QueryResult(query.id, hits if error is None else (), answer, seconds * 1000.0, error)
+    return QueryResult(query.id, hits if error is None else (), answer, seconds * 1000.0, error,
+                       truncated if error is None else 0)
 
 
 def _run_many(pipeline: Any, queries: Sequence[GoldenQuery], depth: int) -> list[QueryResult]:
@@ -181,13 +184,14 @@ def _run_many(pipeline: Any, queries: Sequence[GoldenQuery], depth: int) -> list
     results = []
     for q, (hits, answer, error, seconds) in zip(queries, replies, strict=True):
         hits = tuple(hits or ())
+        hits, truncated = hits[:depth], max(len(hits) - depth, 0)
         error = error or _validate_hits(hits)
         if (error is None and q.ask and not isinstance(answer, Answer)
                 and getattr(pipeline, "answers", True)):
             error = "the target returned no answer for an ask query"
         results.append(QueryResult(q.id, hits if error is None else (),
                                    answer if error is None and q.ask else None,
-                                   seconds * 1000.0, error))
+                                   seconds * 1000.0, error, truncated if error is None else 0))
     return results
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -18,8 +19,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kebab_mlflow import names
 from kebab_mlflow.config import build_config
-from kebab_mlflow.errors import ConfigError, KebabError, RunInterrupted, TrackingError
+from kebab_mlflow.errors import (
+    ConfigError,
+    InputError,
+    KebabError,
+    Problem,
+    RunInterrupted,
+    TrackingError,
+)
 from kebab_mlflow.evaluation.evaluate import (
     EvalResult,
     PipelineSource,
@@ -94,8 +103,10 @@ def prepare(options: RunOptions, on_status: Callable[[str], None] = lambda s: No
     """Check the golden set, the configuration and the pipeline (building its index): bad
     input fails here, before the tracking store is touched."""
     t0 = time.perf_counter()
-    if options.k < 1:
-        raise ConfigError(f"--k must be >= 1, got {options.k}")
+    problems = [why for why in (names.depth_problem(options.k), names.length_problem(
+        "--experiment", options.experiment, names.MAX_EXPERIMENT_NAME)) if why]
+    if problems:
+        raise ConfigError("invalid options", [Problem(why) for why in problems])
     golden = with_ask(load_golden_set(options.golden), options.ask)
     config = build_config(options.preset, dict(options.overrides))
     cutoffs = tuple(run_cutoffs(options.k, options.cutoffs))
@@ -246,13 +257,18 @@ def finish_run(tracker: Any, run_id: str, experiment_id: str, result: EvalResult
                workdir: Path, title: str) -> dict[str, float]:
     """Write the outputs and the manifest into the work folder, publish it, end the run; keep
     the folder for ``kebab-mlflow upload`` if the store is lost on the way."""
+    from kebab_mlflow.tracking.store import describe_uri
+
     t_out = time.perf_counter()
     params = result.params()
     write_outputs(workdir, title, params, result.aggregate)
     outputs_s = time.perf_counter() - t_out
     checkpoint("outputs-written")
     manifest = {
-        "run_id": run_id, "experiment_id": experiment_id, "tracking_uri": tracker.uri,
+        # never user:password@ (a recovery folder may be shared); `upload` takes credentials
+        # from MLFLOW_TRACKING_USERNAME/PASSWORD or --tracking-uri
+        "run_id": run_id, "experiment_id": experiment_id,
+        "tracking_uri": describe_uri(tracker.uri),
         "metrics": result.metrics,
         "tags": {"kebab.per_query_sha256": result.per_query_sha256},
         "description": f"**{title}**\n\n{summary_table(result.aggregate['overall'])}",
@@ -284,8 +300,8 @@ def _publish_or_keep(tracker: Any, run_id: str, workdir: Path) -> None:
 
 def _dataset_tags(golden: GoldenSet) -> dict[str, str]:
     tags = {"golden_set": golden.name, "queries": str(len(golden))}
-    if not golden.private:
-        tags["path"] = golden.path
+    if not golden.private:  # a source tag value is at most 500 characters in MLflow
+        tags["path"] = names.fit(golden.path, names.MAX_INPUT_TAG_VALUE)
     return tags
 
 
@@ -304,7 +320,7 @@ def write_outputs(workdir: Path, title: str, params: Mapping[str, Any],
 
 def publish(tracker: Any, workdir: Path) -> None:
     """Log metrics, artifacts, dataset and final tags from a work folder, then finish the run."""
-    manifest = json.loads((workdir / MANIFEST).read_text())
+    manifest = read_manifest(workdir)
     run_id = manifest["run_id"]
     tracker.log_batch(run_id, metrics=manifest["metrics"],
                       tags={**manifest["tags"], "mlflow.note.content": manifest["description"]})
@@ -316,6 +332,70 @@ def publish(tracker: Any, workdir: Path) -> None:
     ds = manifest["dataset"]
     tracker.log_golden_dataset(run_id, ds["name"], ds["digest"], ds["tags"])
     tracker.end_run(run_id, "FINISHED")
+
+
+def upload(folder: Path, tracking_uri: str | None = None) -> str:
+    """``kebab-mlflow upload``: publish a recovery folder as the run it belongs to (the store
+    named by ``tracking_uri``, else the manifest's); remove the folder; the run id."""
+    from kebab_mlflow.tracking.store import Tracker
+
+    manifest = read_manifest(folder)
+    tracker = Tracker(tracking_uri or manifest["tracking_uri"])
+    try:
+        publish(tracker, folder)
+    except KebabError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - MLflow's refusals come in many types
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise TrackingError(f"could not publish {folder} as run {manifest['run_id']}: "
+                            f"{type(exc).__name__}: {first[:300]}") from None
+    shutil.rmtree(folder)
+    return manifest["run_id"]
+
+
+def read_manifest(folder: Path) -> dict[str, Any]:
+    """A recovery folder's manifest, checked: every problem at once, with where it is."""
+    path = folder / MANIFEST
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"{folder} is not a recovery folder (cannot read {MANIFEST}: "
+                         f"{exc.strerror})") from None
+    except (ValueError, RecursionError) as exc:
+        why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise InputError(f"{path} is not a recovery manifest",
+                         [Problem(f"not JSON: {why}", str(path))]) from None
+    problems = _manifest_problems(data)
+    if problems:
+        raise InputError(f"{path} is not a usable recovery manifest",
+                         [Problem(p, str(path)) for p in problems])
+    return data
+
+
+def _manifest_problems(data: Any) -> list[str]:
+    if not isinstance(data, dict):
+        return ["not a JSON object"]
+    out = [f"'{k}' must be a non-empty string" for k in ("run_id", "experiment_id",
+                                                        "tracking_uri", "description")
+           if not isinstance(data.get(k), str) or not data[k] and k != "description"]
+    metrics, tags, ds = data.get("metrics"), data.get("tags"), data.get("dataset")
+    if not isinstance(metrics, dict) or not all(
+            isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+            for v in metrics.values()):
+        out.append("'metrics' must map names to finite numbers")
+        metrics = {}
+    if not isinstance(tags, dict) or not all(isinstance(v, str) for v in tags.values()):
+        out.append("'tags' must map names to strings")
+        tags = {}
+    out += [f"key {k!r}: {why}" for k in [*metrics, *tags] if (why := names.key_problem(k))]
+    if not isinstance(ds, dict) or not all(isinstance(ds.get(k), str) for k in ("name",
+                                                                                 "digest")) \
+            or not isinstance(ds.get("tags"), dict):
+        out.append("'dataset' must hold 'name', 'digest' and 'tags'")
+    else:
+        out += [why for why in (names.length_problem("the dataset name", ds["name"],
+                                                     names.MAX_DATASET_NAME),) if why]
+    return out
 
 
 def keep_for_recovery(workdir: Path) -> Path:
