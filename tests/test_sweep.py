@@ -4,9 +4,11 @@ on the parent, failed rows and --resume (issue 6)."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -318,16 +320,21 @@ def test_resume_reruns_only_the_killed_row(tmp_path, store_uri):
 
 
 SLOW_TARGET = """\
-import time
+import os, time
+from pathlib import Path
 from kebab_mlflow.records import Hit
 
 def search(query, k):
-    time.sleep(0.2)
+    deadline = time.monotonic() + 120  # blocked until the test signals the sweep
+    while not Path(os.environ["KEBAB_TEST_GATE"]).exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
     return [Hit("harbor-transit#0", "harbor-transit", 1.0, 1)]
 """
 
 
 def test_sigterm_with_jobs_ends_runs_killed_without_idle_worker_tracebacks(tmp_path, store_uri):
+    """SIGTERM once the worker finished the floor row and went idle (the event: the floor's run
+    is FINISHED in the store) while the slow row still runs here."""
     slow = write(tmp_path / "slow.py", SLOW_TARGET)
     path = _sweep_file(tmp_path, f"""\
 floors: [random_retrieval]
@@ -335,18 +342,24 @@ gauge_metrics: [hit_at_5]
 rows:
   - {{name: slow, target: 'python:{slow}:search'}}
 """)
+    env = {**os.environ, "KEBAB_TEST_GATE": str(tmp_path / "never")}
+    from kebab_mlflow.tracking.store import Tracker
+
+    Tracker(store_uri)  # the store exists before this process polls it
     with subprocess.Popen([sys.executable, "-c", "from kebab_mlflow.cli import main; main()",
                            "sweep", str(path), "--jobs", "2", "--tracking-uri", store_uri],
-                          stderr=subprocess.PIPE, text=True) as proc:
-        seen = []
-        for line in proc.stderr:
-            seen.append(line)
-            if "row slow: running here" in line:
-                break
-        time.sleep(3.0)  # the worker finishes the random floor (~1 s) and goes idle
+                          stderr=subprocess.PIPE, text=True, env=env) as proc:
+        lines: list[str] = []
+        reader = threading.Thread(target=lambda: lines.extend(proc.stderr), daemon=True)
+        reader.start()
+        deadline = time.monotonic() + 300
+        while not any(r.info.status == "FINISHED" for r in runs_in(store_uri)):
+            assert proc.poll() is None and time.monotonic() < deadline, "".join(lines)
+            time.sleep(0.1)
         proc.send_signal(signal.SIGTERM)
-        rest = proc.stderr.read()
-        assert proc.wait(timeout=60) == 130, "".join(seen) + rest
+        assert proc.wait(timeout=60) == 130, "".join(lines)
+        reader.join(30)
+    rest = "".join(lines)
     assert "Traceback" not in rest and "KeyboardInterrupt" not in rest, rest
     assert "ended as KILLED" in rest
     statuses = {r.info.run_name: r.info.status for r in runs_in(store_uri)}
