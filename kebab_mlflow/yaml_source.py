@@ -40,9 +40,12 @@ def parse(raw: bytes, source: str, error: type[InputError], what: str) -> tuple[
 
 def duplicate_keys(root: Any, source: str) -> list[Problem]:
     """Every key given twice in one mapping (YAML keeps the last silently), with both lines."""
-    problems, stack = [], [root]
+    problems, stack, visited = [], [root], set()
     while stack:
         node = stack.pop()
+        if id(node) in visited:  # an alias shares its anchor's node: walk it once (a
+            continue             # "billion laughs" file is a few nodes reached 9^9 ways)
+        visited.add(id(node))
         if isinstance(node, yaml.MappingNode):
             first: dict[str, Any] = {}
             for key, value in node.value:
