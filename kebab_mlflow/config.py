@@ -15,6 +15,7 @@ import re
 from typing import Any
 
 from kebab_mlflow.errors import ConfigError, Problem
+from kebab_mlflow.names import MAX_K
 
 BACKENDS = ("lexical", "dense", "hybrid", "random", "oracle")
 # lexical.tokenizer (pipeline/text.py has the analyzers); auto = english unless the corpus is
@@ -56,11 +57,14 @@ PRESETS: dict[str, tuple[str, dict[str, Any]]] = {
 # The values a numeric key may take: (lowest, highest), inclusive, None = unbounded. Checked by
 # build_config, so `run`, `calibrate` and a sweep's up-front validation all refuse them before
 # any run exists (a negative top_k or a NaN k1 used to make a run of zeros that "finished").
+# Upper bounds keep the arithmetic finite and the arrays allocatable: bm25.k1=1e308 overflowed
+# the BM25 weights to inf and failed the run when its scores were written (issue 18); depths
+# stop at --k's own cap.
 RANGES: dict[str, tuple[float | None, float | None]] = {
-    "top_k": (1, None), "chunker.max_chars": (1, None), "chunker.overlap_chars": (0, None),
-    "bm25.k1": (0, None), "bm25.b": (0, 1), "dense.batch_size": (1, None),
-    "dense.max_seq_length": (1, None), "hybrid.rrf_k": (0, None), "hybrid.depth": (1, None),
-    "answer.context_k": (1, None), "answer.max_sentences": (1, None),
+    "top_k": (1, MAX_K), "chunker.max_chars": (1, 10**7), "chunker.overlap_chars": (0, 10**7),
+    "bm25.k1": (0, 1000), "bm25.b": (0, 1), "dense.batch_size": (1, 2**16),
+    "dense.max_seq_length": (1, 2**16), "hybrid.rrf_k": (0, 10**6), "hybrid.depth": (1, MAX_K),
+    "answer.context_k": (1, MAX_K), "answer.max_sentences": (1, 10**4),
     "answer.refuse_below": (0, 1),
 }
 
@@ -153,11 +157,13 @@ def _out_of_range(flat: dict[str, Any]) -> list[str]:
         value = flat[key]
         if value is None:  # only the nullable keys (NULLABLE_TYPES) can be
             continue
-        bounds = " and ".join(f"{word} {b:g}" for word, b in ((">=", low), ("<=", high))
-                              if b is not None)
-        if not math.isfinite(value) or (low is not None and value < low) or \
+        bounds = " and ".join(f"{word} {b:,}" if isinstance(b, int) else f"{word} {b:g}"
+                              for word, b in ((">=", low), ("<=", high)) if b is not None)
+        if isinstance(value, float) and not math.isfinite(value) or \
+                (low is not None and value < low) or \
                 (high is not None and value > high):
-            out.append(f"{key} must be {bounds}, got {value!r}")
+            shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "…"
+            out.append(f"{key} must be {bounds}, got {shown}")
     if flat["chunker.overlap_chars"] >= flat["chunker.max_chars"] >= 1:
         out.append(f"chunker.overlap_chars ({flat['chunker.overlap_chars']}) must be less than "
                    f"chunker.max_chars ({flat['chunker.max_chars']})")

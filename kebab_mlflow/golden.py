@@ -17,10 +17,12 @@ from typing import Any
 
 import yaml
 
+from kebab_mlflow import names
 from kebab_mlflow.errors import GoldenSetError, Problem
 from kebab_mlflow.yaml_source import child, location, parse
 
 DEFAULT_METADATA_FIELDS = ("agency", "project", "budget", "deadline")
+MAX_GRADE = 2**31 - 1
 QUERY_TYPES = ("single_doc", "comparison", "follow_up", "abstention")
 TOP_LEVEL_KEYS = {"name", "private", "metadata_fields", "case_insensitive", "description",
                   "primary_metric", "queries", "corpus"}
@@ -198,10 +200,36 @@ def _build(data: Any, node: Any, source: str, digest: str) -> GoldenSet:
     # cross-query checks see every query with an id, also those with problems of their own,
     # so a duplicate id is reported together with the rest
     problems += _cross_query_problems(identities, source)
+    problems += _mlflow_name_problems(name, metadata_fields, parsed, node, at)
     if problems:
         raise GoldenSetError(f"invalid golden set {source}", problems)
     return GoldenSet(name, tuple(parsed), source, private, metadata_fields, description, digest,
                      corpus, primary_metric)
+
+
+def _mlflow_name_problems(name: str, metadata_fields: tuple[str, ...],
+                          queries: list[GoldenQuery], node: Any,
+                          at: Callable[[Any], str]) -> list[Problem]:
+    """What MLflow would refuse once the run exists (kebab_mlflow/names.py): the set's name as
+    a dataset name, every breakdown group as part of a metric key; two groups whose keys would
+    be one are a problem too."""
+    where_name = at(child(node, "name") if isinstance(node, yaml.MappingNode) else None)
+    problems = [Problem(why, where_name) for why in (
+        names.length_problem("'name'", name, names.MAX_DATASET_NAME),) if why]
+    groups = [("by_metadata_field", f, at(child(node, "metadata_fields")), None)
+              for f in metadata_fields]
+    groups += [("by_hardcase_category", tag, f"{at(None)}:{q.line}", q.id)
+               for q in queries for tag in q.hardcase_categories]
+    first: dict[tuple[str, str], str] = {}
+    for block, group, where, qid in groups:
+        why = names.group_problem(block, group)
+        segment = names.group_segment(group)
+        seen = first.setdefault((block, segment), group)
+        if why is None and seen != group:
+            why = f"becomes the same metric key as {seen!r} ({block}/{segment}/…)"
+        if why:
+            problems.append(Problem(f"{block.removeprefix('by_')} {group!r}: {why}", where, qid))
+    return list(dict.fromkeys(problems))
 
 
 def _top(data: dict, key: str, typ: type, default: Any, problems, at, node) -> Any:
@@ -282,6 +310,9 @@ def _doc_grades(value: Any, bad) -> dict[str, int]:
         for doc, grade in value.items():
             if isinstance(grade, bool) or not isinstance(grade, int):
                 bad(f"grade of doc {doc!r} must be an integer", "expected_doc_ids")
+            elif abs(grade) > MAX_GRADE:
+                bad(f"grade of doc {doc!r} is out of range (|grade| <= {MAX_GRADE:,}, as "
+                    "trec_eval's 32-bit relevance)", "expected_doc_ids")
             else:
                 grades[str(doc)] = grade
         return grades

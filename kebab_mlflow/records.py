@@ -75,6 +75,7 @@ class QueryResult:
     answer: Answer | None = None
     latency_ms: float = 0.0
     error: str | None = None
+    truncated_hits: int = 0  # hits past the depth k that the pipeline returned, dropped
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,34 @@ def parse(raw: bytes, source: str, error: type[InputError], what: str) -> tuple[
         where = f"{source}:{mark.line + 1}" if mark else source
         msg = str(getattr(exc, "problem", None) or exc).splitlines()[0]
         raise error(f"{what} is not valid YAML", [Problem(msg, where)]) from None
+    duplicates = duplicate_keys(node, source)
+    if duplicates:
+        raise error(f"{what} has duplicated keys", duplicates)
     return data, node
+
+
+def duplicate_keys(root: Any, source: str) -> list[Problem]:
+    """Every key given twice in one mapping (YAML keeps the last silently), with both lines."""
+    problems, stack, visited = [], [root], set()
+    while stack:
+        node = stack.pop()
+        if id(node) in visited:  # an alias shares its anchor's node: walk it once (a
+            continue             # "billion laughs" file is a few nodes reached 9^9 ways)
+        visited.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            first: dict[str, Any] = {}
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode):
+                    seen = first.setdefault(key.value, key)
+                    if seen is not key:
+                        problems.append(Problem(
+                            f"duplicated key {key.value!r} (first at line "
+                            f"{seen.start_mark.line + 1}; YAML would keep only the last)",
+                            location(source, key)))
+                stack.append(value)
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
+    return sorted(problems, key=lambda p: int(p.location.rsplit(":", 1)[1]))
 
 
 def child(node: Any, key: str) -> Any:

@@ -70,10 +70,13 @@ def test_out_of_range_and_non_finite_values_are_refused():
         build_config(overrides=bad)
     problems = [p.message for p in info.value.problems]
     assert problems == [
-        "top_k must be >= 1, got 0", "chunker.max_chars must be >= 1, got -5",
-        "bm25.k1 must be >= 0, got nan", "bm25.b must be >= 0 and <= 1, got inf",
-        "hybrid.rrf_k must be >= 0, got -60", "hybrid.depth must be >= 1, got 0",
-        "answer.context_k must be >= 1, got 0", "answer.max_sentences must be >= 1, got -1",
+        "top_k must be >= 1 and <= 10,000, got 0",
+        "chunker.max_chars must be >= 1 and <= 10,000,000, got -5",
+        "bm25.k1 must be >= 0 and <= 1,000, got nan", "bm25.b must be >= 0 and <= 1, got inf",
+        "hybrid.rrf_k must be >= 0 and <= 1,000,000, got -60",
+        "hybrid.depth must be >= 1 and <= 10,000, got 0",
+        "answer.context_k must be >= 1 and <= 10,000, got 0",
+        "answer.max_sentences must be >= 1 and <= 10,000, got -1",
         "answer.refuse_below must be >= 0 and <= 1, got -2.0"]
     with pytest.raises(ConfigError, match="chunker.overlap_chars \\(800\\) must be less than"):
         build_config(overrides={"chunker.overlap_chars": "800"})

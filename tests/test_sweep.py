@@ -513,7 +513,7 @@ def test_a_row_can_evaluate_a_target(tmp_path, store_uri):
     assert "row noprog: --target 'cmd:no-such-program-kebab {query}': program " \
         "'no-such-program-kebab' not found" in text
     assert "row nohost: --target 'http:///search': the URL has no host" in text
-    assert "hybrid.depth must be >= 1, got 0" in text
+    assert "hybrid.depth must be >= 1 and <= 10,000, got 0" in text
 
 
 def test_resume_runs_a_tampered_row_again(tmp_path, store_uri):

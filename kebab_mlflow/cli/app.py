@@ -14,7 +14,8 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from kebab_mlflow.errors import KebabError
+from kebab_mlflow.errors import KebabError, RunInterrupted
+from kebab_mlflow.interrupts import sigterm_as_interrupt
 
 
 def _report(exc: KebabError) -> None:
@@ -37,10 +38,14 @@ class _App(typer.Typer):
 
                 install()
                 try:
-                    return fn(*a, **kw)
+                    with sigterm_as_interrupt():
+                        return fn(*a, **kw)
                 except KebabError as exc:
                     _report(exc)
                     raise typer.Exit(exc.exit_code) from None
+                except KeyboardInterrupt:  # before any run existed (a run's own is KILLED)
+                    _report(RunInterrupted("interrupted"))
+                    raise typer.Exit(RunInterrupted.exit_code) from None
 
             return register(guarded)
 

@@ -132,16 +132,6 @@ def upload(
     tracking_uri: TrackingUri = None,
 ) -> None:
     """Publish a recovery folder to MLflow as the run it belongs to."""
-    import shutil
+    from kebab_mlflow.tracking.log import upload as upload_folder
 
-    from kebab_mlflow.errors import InputError
-    from kebab_mlflow.tracking.log import MANIFEST, publish
-    from kebab_mlflow.tracking.store import Tracker
-
-    manifest = recovery_dir / MANIFEST
-    if not manifest.is_file():
-        raise InputError(f"{recovery_dir} is not a recovery folder (no {MANIFEST})")
-    data = json.loads(manifest.read_text())
-    publish(Tracker(tracking_uri or data["tracking_uri"]), recovery_dir)
-    shutil.rmtree(recovery_dir)
-    typer.echo(f"published run {data['run_id']}")
+    typer.echo(f"published run {upload_folder(recovery_dir, tracking_uri)}")

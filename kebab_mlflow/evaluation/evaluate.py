@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from kebab_mlflow import progress
+from kebab_mlflow import names, progress
 from kebab_mlflow.config import build_config, digest, flatten, redacted
 from kebab_mlflow.errors import ConfigError
 from kebab_mlflow.evaluation.per_query import PerQueryRow, read_per_query
@@ -184,8 +184,8 @@ def evaluate(pipeline: Any, golden: GoldenSet | str | Path, *, k: int = 10,
     ConfigError), by default at 1, 3, 5, 10 and ``k`` (those ≤ ``k``). ``ask``: True/False
     answers every/no query, None follows each query's ``ask``. ``per_query_path``: where to
     stream ``per_query.jsonl`` (default: a temporary folder kept alive by the result)."""
-    if k < 1:
-        raise ConfigError(f"--k must be >= 1, got {k}")
+    if names.depth_problem(k):
+        raise ConfigError(names.depth_problem(k))
     golden = golden if isinstance(golden, GoldenSet) else load_golden_set(golden)
     golden = with_ask(golden, ask)
     ks = tuple(run_cutoffs(k, cutoffs))

@@ -5,7 +5,8 @@ users ``jq``. Core keys (more may be added)::
      "answer": {"text", "citations", "refusal_reason", "confidence", "raw_confidence",
                 "similarity"} | null,
      "scores": {metric: value | null}, "latency_ms", "error",
-     "first_relevant_rank": {level: rank | 0 (a miss) | null (no ground truth)}}
+     "first_relevant_rank": {level: rank | 0 (a miss) | null (no ground truth)},
+     "truncated_hits": N}   # only when the pipeline returned N hits past k (dropped)
 
 A private golden set drops ``query`` and ``answer.text`` (ids and numbers only). Hit text is
 never written. Floats are written as JSON numbers, NaN scores as null.
@@ -48,6 +49,8 @@ def record(query: GoldenQuery, result: QueryResult, scores: Mapping[str, float],
         "latency_ms": result.latency_ms,
         "error": result.error,
     }
+    if result.truncated_hits:  # the pipeline returned more than k: only the first k are kept
+        rec["truncated_hits"] = result.truncated_hits
     if first_relevant is not None:
         rec["first_relevant_rank"] = {level: (None if math.isnan(r) else int(r))
                                       for level, r in first_relevant.items()}
@@ -111,6 +114,9 @@ def _row(raw: bytes, where: str) -> PerQueryRow:
     except (ValueError, UnicodeDecodeError) as exc:
         raise PerQueryError("unreadable per_query.jsonl", [Problem(f"not JSON: {exc}", where)]) \
             from None
+    except RecursionError:  # json's decoder recurses once per nesting level
+        raise PerQueryError("unreadable per_query.jsonl",
+                            [Problem("JSON nested too deeply", where)]) from None
     problems = []
     if not isinstance(rec, dict):
         raise PerQueryError("unreadable per_query.jsonl", [Problem("not an object", where)])

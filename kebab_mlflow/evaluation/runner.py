@@ -22,6 +22,7 @@ from kebab_mlflow import progress
 from kebab_mlflow.errors import CorpusError, Problem, QueryFailed
 from kebab_mlflow.evaluation.per_query import PerQueryWriter, record
 from kebab_mlflow.golden import GoldenQuery, GoldenSet
+from kebab_mlflow.interrupts import checkpoint
 from kebab_mlflow.metrics.aggregate import aggregate_block, breakdowns, counts
 from kebab_mlflow.metrics.calibration import (
     abstention_outcomes,
@@ -61,6 +62,13 @@ def check_expected_ids(golden: GoldenSet, chunk_ids: set[str] | None, doc_ids: s
                                 f"{', '.join(missing_docs[:50])}", golden.path))
     if problems:
         raise CorpusError("the golden set does not match the corpus", problems)
+
+
+def shown_error(error: str, private: bool) -> str:
+    """A query's error as it may be shown: of a private set, the exception type only (the
+    message may quote the query text, as per_query.jsonl does)."""
+    return error.split(":", 1)[0] + " (message withheld: private golden set)" if private \
+        else error
 
 
 def _error_text(exc: BaseException) -> str:
@@ -112,18 +120,20 @@ def run_queries(pipeline: Any, golden: GoldenSet, depth: int, cutoffs: Sequence[
         try:
             for start in range(0, len(golden.queries), BATCH_SIZE):
                 batch = golden.queries[start:start + BATCH_SIZE]
+                checkpoint("batch-start")
                 t0 = time.perf_counter()
                 if hasattr(pipeline, "run_many"):  # targets that search and answer in one call
                     results = _run_many(pipeline, batch, depth)
                 else:
-                    results = [_answer(pipeline, q, *searched)
+                    results = [_answer(pipeline, q, *searched, depth)
                                for q, searched in zip(batch, _search_batch(pipeline, batch, depth),
                                                       strict=True)]
                 t1 = time.perf_counter()
                 t_pipeline += t1 - t0
                 failed = next((r for r in results if r.error), None)
                 if fail_fast and failed:
-                    raise QueryFailed(f"query {failed.query_id} raised: {failed.error}")
+                    raise QueryFailed(f"query {failed.query_id} raised: "
+                                      f"{shown_error(failed.error, golden.private)}")
                 tables = retrieval_tables(batch, results, depth)
                 scores = score_results(batch, results, depth, cutoffs, with_answers=with_answers,
                                        tables=tables)
@@ -147,8 +157,10 @@ def run_queries(pipeline: Any, golden: GoldenSet, depth: int, cutoffs: Sequence[
                        {"pipeline_s": t_pipeline, "metrics_s": t_metrics})
 
 
-def _answer(pipeline: Any, query: GoldenQuery, hits, error, seconds) -> QueryResult:
+def _answer(pipeline: Any, query: GoldenQuery, hits, error, seconds,
+            depth: int) -> QueryResult:
     answer = None
+    hits, truncated = hits[:depth], max(len(hits) - depth, 0)
     if error is None:
         error = _validate_hits(hits)
         if error:
@@ -163,7 +175,8 @@ def _answer(pipeline: Any, query: GoldenQuery, hits, error, seconds) -> QueryRes
             error = _error_text(exc)
             traceback.clear_frames(exc.__traceback__)
         seconds += time.perf_counter() - start
-    return QueryResult(query.id, hits if error is None else (), answer, seconds * 1000.0, error)
+    return QueryResult(query.id, hits if error is None else (), answer, seconds * 1000.0, error,
+                       truncated if error is None else 0)
 
 
 def _run_many(pipeline: Any, queries: Sequence[GoldenQuery], depth: int) -> list[QueryResult]:
@@ -173,13 +186,14 @@ def _run_many(pipeline: Any, queries: Sequence[GoldenQuery], depth: int) -> list
     results = []
     for q, (hits, answer, error, seconds) in zip(queries, replies, strict=True):
         hits = tuple(hits or ())
+        hits, truncated = hits[:depth], max(len(hits) - depth, 0)
         error = error or _validate_hits(hits)
         if (error is None and q.ask and not isinstance(answer, Answer)
                 and getattr(pipeline, "answers", True)):
             error = "the target returned no answer for an ask query"
         results.append(QueryResult(q.id, hits if error is None else (),
                                    answer if error is None and q.ask else None,
-                                   seconds * 1000.0, error))
+                                   seconds * 1000.0, error, truncated if error is None else 0))
     return results
 
 

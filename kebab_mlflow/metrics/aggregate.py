@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from kebab_mlflow.golden import GoldenQuery
+from kebab_mlflow.names import metric_key
 
 
 def mean_or_none(values: np.ndarray) -> float | None:
@@ -54,15 +54,6 @@ def counts(queries: Sequence[GoldenQuery]) -> dict[str, int]:
     }
 
 
-_ILLEGAL = re.compile(r"[^\w.\- :]")
-
-
-def metric_key(*parts: str) -> str:
-    """An MLflow-legal metric key: illegal characters become '_', parts joined by '/'."""
-    cleaned = [_ILLEGAL.sub("_", p).strip(" ") or "_" for p in parts]
-    return "/".join(c.strip("/") for c in cleaned)[:250]
-
-
 def flat_metrics(aggregate: Mapping) -> dict[str, float]:
     """Every non-null number of an aggregate as MLflow metrics (breakdowns under a prefix)."""
     out: dict[str, float] = {}
@@ -95,7 +86,10 @@ def load_aggregate(text: str | bytes) -> dict:
     """Read ``aggregate.json`` back. An aggregate written by an older version, before some
     metric existed, loads as it is: ask for that metric with :func:`metric_value`, which reads
     a missing metric as absent (None), not as an error."""
-    data = json.loads(text, parse_constant=_refuse_constant)
+    try:
+        data = json.loads(text, parse_constant=_refuse_constant)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
     if not isinstance(data, dict) or not isinstance(data.get("overall"), dict):
         raise ValueError("not an aggregate: expected a JSON object with an 'overall' block")
     return data

@@ -6,15 +6,34 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 from kebab_mlflow.errors import TargetError
 from kebab_mlflow.targets.base import Target
 from kebab_mlflow.targets.cmd import load_cmd
 from kebab_mlflow.targets.http import load_http, parse_http
 from kebab_mlflow.targets.python import load_python, parse_python
+from kebab_mlflow.targets.spec import redacted
 
 
 def load_target(spec: str, *, concurrency: int = 1) -> Target:
-    """Parse and check a target spec; raise TargetError (exit 2) for anything unusable."""
+    """Parse and check a target spec; raise TargetError (exit 2) for anything unusable. Its
+    message names the spec with credentials redacted (:func:`~.spec.redacted`)."""
+    with _redacted_errors():
+        return _load(spec, concurrency)
+
+
+@contextlib.contextmanager
+def _redacted_errors() -> Iterator[None]:
+    try:
+        yield
+    except TargetError as exc:
+        exc.args = (redacted(str(exc)),)
+        raise
+
+
+def _load(spec: str, concurrency: int) -> Target:
     if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
         raise TargetError(f"--concurrency must be an integer >= 1, got {concurrency!r}")
     spec = spec.strip()
@@ -34,6 +53,11 @@ def check_target(spec: str) -> None:
     kind, syntax and options, a ``python:`` file or ``cmd:`` program that exists. Importing the
     module, probing the server and the versions are left to :func:`load_target` at row time."""
     spec = spec.strip()
+    with _redacted_errors():
+        _check(spec)
+
+
+def _check(spec: str) -> None:
     if spec.startswith("python:"):
         parse_python(spec)
     elif spec.startswith(("http://", "https://")):

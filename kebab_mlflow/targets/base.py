@@ -36,6 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from kebab_mlflow.records import Answer, Hit, VersionSnapshot
 from kebab_mlflow.targets.reply import ReplyError
+from kebab_mlflow.targets.spec import redacted
 
 #: Reply of one query: (hits, answer | None, error | None, seconds).
 Reply = tuple[tuple[Hit, ...], Answer | None, str | None, float]
@@ -90,9 +91,9 @@ class Target:
             hits, answer = self.query(text, k, ask)
             return hits, answer, None, time.perf_counter() - start
         except ReplyError as exc:
-            return (), None, str(exc), time.perf_counter() - start
+            return (), None, redacted(str(exc)), time.perf_counter() - start
         except Exception as exc:  # noqa: BLE001 - a user's code may raise anything
-            return (), None, f"{type(exc).__name__}: {exc}", time.perf_counter() - start
+            return (), None, redacted(f"{type(exc).__name__}: {exc}"), time.perf_counter() - start
 
     def run_many(self, items: Sequence[tuple[str, bool]], k: int) -> list[Reply]:
         workers = min(self.concurrency, len(items))
@@ -106,7 +107,7 @@ class Target:
             pool.shutdown(wait=True, cancel_futures=True)
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.spec!r}, concurrency={self.concurrency})"
+        return f"{type(self).__name__}({redacted(self.spec)!r}, concurrency={self.concurrency})"
 
 
 

@@ -127,6 +127,8 @@ def decode_json(raw: bytes, what: str) -> Any:
     except json.JSONDecodeError as exc:
         raise ReplyError(f"{what} is not valid JSON ({exc.msg} at line {exc.lineno} column "
                          f"{exc.colno}): {snippet(raw)}") from None
+    except RecursionError:  # json's decoder recurses once per nesting level
+        raise ReplyError(f"{what} is JSON nested too deeply: {snippet(raw)}") from None
 
 
 def snippet(raw: bytes | str) -> str:

@@ -20,7 +20,7 @@ from kebab_mlflow.records import UNKNOWN, VERSION_KEYS, VersionSnapshot
 #: Spec options per kind (``?key=value&...``); the five version keys are accepted by all.
 OPTIONS = {
     "python": (),
-    "http": ("timeout", "retries", "backoff", "jitter", "seed", "versions_url"),
+    "http": ("timeout", "retries", "backoff", "jitter", "seed", "versions_url", "max_bytes"),
     "cmd": ("timeout",),
 }
 
@@ -28,6 +28,12 @@ OPTIONS = {
 DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_RETRIES = 2
 DEFAULT_BACKOFF_S = 0.25
+DEFAULT_MAX_BYTES = 16 * 2**20  # an HTTP reply larger than this is that query's error
+
+# Query parameters whose value is shown as *** (api_key, token, password, client_secret, sig…)
+_SECRET_NAME = re.compile(r"key|token|pass|secret|auth|sig|credential|session", re.IGNORECASE)
+_USERINFO = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://)[^/\s@?#]*@")
+_QUERY_PAIR = re.compile(r"([?&;])([^=&;?#\s'\"]+)=([^&;#\s'\"]*)")
 
 
 
@@ -41,6 +47,7 @@ class TargetOptions:
     seed: int = 0
     versions_url: str | None = None
     versions: Mapping[str, str] = field(default_factory=dict)  # from the spec
+    max_bytes: int = DEFAULT_MAX_BYTES  # HTTP only
 
 
 def logged_options(spec: str) -> dict[str, str]:
@@ -57,6 +64,14 @@ def logged_options(spec: str) -> dict[str, str]:
         options = split_options(spec, kind, strict=False)[1]
     return {k: (without_credentials(v.split("?")[0]) if k == "versions_url" else v.strip())
             for k, v in options.items() if k in OPTIONS[kind]}
+
+
+def redacted(text: str) -> str:
+    """A spec, URL or message as it may be printed, logged or stored: ``user:password@`` of
+    every URL in it → ``***@``, the value of every secret-looking query parameter → ``***``."""
+    text = _USERINFO.sub(r"\1***@", text)
+    return _QUERY_PAIR.sub(lambda m: f"{m[1]}{m[2]}=***" if _SECRET_NAME.search(m[2])
+                           else m[0], text)
 
 
 def without_credentials(url: str) -> str:
@@ -78,7 +93,8 @@ def split_options(spec: str, kind: str, *, strict: bool) -> tuple[str, dict[str,
     if pairs is None or any(key not in allowed for key, _ in pairs):
         if not strict:
             return spec, {}
-        raise TargetError(f"bad options {tail!r} in --target {spec!r}; {kind} targets accept "
+        raise TargetError(f"bad options {redacted('?' + tail)[1:]!r} in --target "
+                          f"{redacted(spec)!r}; {kind} targets accept "
                           f"{', '.join(allowed)}")
     return head, dict(pairs)
 
@@ -105,8 +121,9 @@ def parse_options(raw: Mapping[str, str], spec: str) -> TargetOptions:
     number("backoff", float, 0.0, "backoff_s")
     number("jitter", float, 0.0, "jitter")
     number("seed", int, 0, "seed")
+    number("max_bytes", int, 1, "max_bytes")
     if problems:
-        raise TargetOptionsError(f"bad options in --target {spec}", problems)
+        raise TargetOptionsError(f"bad options in --target {redacted(spec)}", problems)
     if "versions_url" in raw:
         values["versions_url"] = raw["versions_url"]
     values["versions"] = {k: v for k, v in raw.items() if k in VERSION_KEYS}
@@ -123,8 +140,8 @@ def snapshot(reported: Mapping[str, Any] | None, configured: Mapping[str, str], 
     missing = [k for k in VERSION_KEYS if k not in merged]
     if missing:
         why = f" ({reason})" if reason else ""
-        warn(f"target {spec} reports no {', '.join(missing)}{why}; recorded as '{UNKNOWN}' — "
-             f"compare treats '{UNKNOWN}' as a mismatch. Set them in the spec, e.g. "
+        warn(f"target {redacted(spec)} reports no {', '.join(missing)}{why}; recorded as "
+             f"'{UNKNOWN}' — compare treats '{UNKNOWN}' as a mismatch. Set them in the spec, e.g. "
              f"?{missing[0]}=v1")
     return VersionSnapshot(**{k: merged.get(k, UNKNOWN) for k in VERSION_KEYS})
 

@@ -20,6 +20,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from kebab_mlflow import names
 from kebab_mlflow.evaluation.report import ordered
 from kebab_mlflow.golden import GoldenSet
 from kebab_mlflow.metrics.aggregate import flat_metrics, metric_key
@@ -108,8 +109,8 @@ def golden_dataset(golden: GoldenSet) -> dict[str, Any]:
     """The golden set as the run's MLflow dataset: name, digest of the file, source tags
     (no path for a private set), schema and profile."""
     tags = {"golden_set": golden.name, "queries": str(len(golden))}
-    if not golden.private:
-        tags["path"] = golden.path
+    if not golden.private:  # a source tag value is at most 500 characters in MLflow
+        tags["path"] = names.fit(golden.path, names.MAX_INPUT_TAG_VALUE)
     return {"name": golden.name, "digest": golden.digest, "tags": tags,
             "schema": _field_kinds(golden), "profile": _profile(golden)}
 

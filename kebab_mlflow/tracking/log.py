@@ -9,16 +9,26 @@ and removed. If MLflow fails while publishing, the folder stays as a recovery fo
 
 from __future__ import annotations
 
+import contextlib
 import json
+import math
 import shutil
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kebab_mlflow import names
 from kebab_mlflow.config import build_config
-from kebab_mlflow.errors import ConfigError, KebabError, RunInterrupted, TrackingError
+from kebab_mlflow.errors import (
+    ConfigError,
+    InputError,
+    KebabError,
+    Problem,
+    RunInterrupted,
+    TrackingError,
+)
 from kebab_mlflow.evaluation.evaluate import (
     EvalResult,
     PipelineSource,
@@ -29,7 +39,7 @@ from kebab_mlflow.evaluation.evaluate import (
 from kebab_mlflow.evaluation.report import run_report, summary_table
 from kebab_mlflow.evaluation.runner import check_expected_ids
 from kebab_mlflow.golden import GoldenSet, load_golden_set
-from kebab_mlflow.interrupts import sigterm_as_interrupt
+from kebab_mlflow.interrupts import checkpoint, signals_deferred, sigterm_as_interrupt
 from kebab_mlflow.metrics.aggregate import load_aggregate
 from kebab_mlflow.metrics.scoring import run_cutoffs
 from kebab_mlflow.pipeline.backends.floors import oracle_truth
@@ -110,8 +120,10 @@ def prepare(options: RunOptions, on_status: Callable[[str], None] = lambda s: No
     """Check the golden set, the configuration and the pipeline (building its index): bad
     input fails here, before the tracking store is touched."""
     t0 = time.perf_counter()
-    if options.k < 1:
-        raise ConfigError(f"--k must be >= 1, got {options.k}")
+    problems = [why for why in (names.depth_problem(options.k), names.length_problem(
+        "--experiment", options.experiment, names.MAX_EXPERIMENT_NAME)) if why]
+    if problems:
+        raise ConfigError("invalid options", [Problem(why) for why in problems])
     golden = with_ask(load_golden_set(options.golden), options.ask)
     check_traces(options.traces, golden)
     config = build_config(options.preset, dict(options.overrides))
@@ -162,6 +174,7 @@ def execute(options: RunOptions, *,
     """``kebab-mlflow run``: prepare, start the MLflow run, :func:`evaluate` into its work
     folder, publish. Ctrl-C/SIGTERM ends the run KILLED."""
     prepared = prepare(options, on_status)
+    checkpoint("prepared")
     on_status("connecting to the tracking store")
     t_open = time.perf_counter()
     from kebab_mlflow.tracking.store import Tracker
@@ -172,38 +185,76 @@ def execute(options: RunOptions, *,
     open_s = time.perf_counter() - t_import
     t_log = time.perf_counter()
     run_name = options.run_name or f"{prepared.source.preset}-{time.strftime('%Y%m%d-%H%M%S')}"
-    run_id = tracker.start_run(experiment_id, run_name,
-                               run_tags(prepared.golden, prepared.source, options.extra_tags),
-                               parent_run_id=options.parent_run_id)
-    workdir = cache_root() / "work" / run_id
-    workdir.mkdir(parents=True, exist_ok=True)
-    try:
-        with sigterm_as_interrupt():
-            params = _params_before_results(prepared, options)
-            tracker.log_batch(run_id, params=params)
-            mlflow_s = time.perf_counter() - t_log
-            result = evaluate_prepared(prepared.pipeline, prepared.source, prepared.golden,
-                                       options.k, prepared.cutoffs, seed=options.seed,
-                                       fail_fast=options.fail_fast,
-                                       per_query_path=workdir / "per_query.jsonl",
-                                       index_s=prepared.index_s, ask=prepared.ask)
-    except KeyboardInterrupt:
-        tracker.end_run_quietly(run_id, "KILLED")
-        shutil.rmtree(workdir, ignore_errors=True)
-        raise RunInterrupted(f"interrupted: run {run_id} ended as KILLED") from None
-    except BaseException:
-        tracker.end_run_quietly(run_id, "FAILED")
-        shutil.rmtree(workdir, ignore_errors=True)
-        raise
-    title = options.run_name or f"{prepared.source.preset} on {prepared.golden.name}"
-    publishing = Publishing(options.log_breakdowns, options.traces,
-                            chunk_texts(prepared.pipeline, options.traces))
-    timings = finish_run(tracker, run_id, experiment_id, result, workdir, title, publishing)
+    tags = run_tags(prepared.golden, prepared.source, options.extra_tags)
+
+    def start() -> str:
+        return tracker.start_run(experiment_id, run_name, tags,
+                                 parent_run_id=options.parent_run_id)
+
+    with run_guard(tracker, start) as (run_id, workdir):
+        checkpoint("run-started")
+        tracker.log_batch(run_id, params=_params_before_results(prepared, options))
+        checkpoint("params-logged")
+        mlflow_s = time.perf_counter() - t_log
+        result = evaluate_prepared(prepared.pipeline, prepared.source, prepared.golden,
+                                   options.k, prepared.cutoffs, seed=options.seed,
+                                   fail_fast=options.fail_fast,
+                                   per_query_path=workdir / "per_query.jsonl",
+                                   index_s=prepared.index_s, ask=prepared.ask)
+        checkpoint("queries-done")
+        title = options.run_name or f"{prepared.source.preset} on {prepared.golden.name}"
+        publishing = Publishing(options.log_breakdowns, options.traces,
+                                chunk_texts(prepared.pipeline, options.traces))
+        timings = finish_run(tracker, run_id, experiment_id, result, workdir, title, publishing)
     timings.update(mlflow_import_s=t_import - t_open, mlflow_store_open_s=open_s)
     timings["mlflow_logging_s"] += mlflow_s
     return RunResult(run_id, experiment_id, "FINISHED", result.metrics, dict(result.aggregate),
                      tracker.ui_command(), {**result.timings, **timings},
                      result.versions.as_dict(), dict(result.scores), result.query_ids)
+
+
+@contextlib.contextmanager
+def run_guard(tracker: Any, start: Callable[[], str]) -> Iterator[tuple[str, Path]]:
+    """(run id, work folder) of a run started by ``start``, guarded from its creation to its
+    end: a signal (Ctrl-C, SIGTERM) at any moment ends it KILLED, an error FAILED, and its work
+    folder is removed — or kept for ``kebab-mlflow upload`` once the manifest is written. A
+    signal during the creation or the cleanup is held until it is done (a run created whole,
+    ended whole)."""
+    with sigterm_as_interrupt():
+        with signals_deferred() as held:
+            run_id = start()
+        workdir = cache_root() / "work" / run_id
+        try:
+            workdir.mkdir(parents=True, exist_ok=True)
+            if held.caught:
+                raise KeyboardInterrupt
+            yield run_id, workdir
+        except BaseException as exc:
+            with signals_deferred():
+                replacement = _end_after(tracker, run_id, workdir, exc)
+            if replacement is None:
+                raise
+            raise replacement from None
+
+
+def _end_after(tracker: Any, run_id: str, workdir: Path,
+               exc: BaseException) -> BaseException | None:
+    """End the run after ``exc`` and deal with its work folder; the error to raise instead
+    (None: ``exc`` itself)."""
+    if not isinstance(exc, KeyboardInterrupt):
+        if workdir.exists():  # not kept for recovery (that error already says where)
+            if not isinstance(exc, RunInterrupted):
+                tracker.end_run_quietly(run_id, "FAILED")
+            shutil.rmtree(workdir, ignore_errors=True)
+        return None
+    if not tracker.end_run_quietly(run_id, "KILLED"):
+        shutil.rmtree(workdir, ignore_errors=True)
+        return RunInterrupted(f"interrupted after run {run_id} had FINISHED")
+    if (workdir / MANIFEST).exists():
+        return RunInterrupted(f"interrupted while publishing: run {run_id} ended as KILLED; "
+                              f"results kept in {keep_for_recovery(workdir)}")
+    shutil.rmtree(workdir, ignore_errors=True)
+    return RunInterrupted(f"interrupted: run {run_id} ended as KILLED")
 
 
 def _params_before_results(prepared: Prepared, options: RunOptions) -> dict[str, Any]:
@@ -229,22 +280,17 @@ def log_run(result: EvalResult, *, experiment: str = "kebab-eval",
     tracker = Tracker(tracking_uri)
     experiment_id = tracker.experiment_id(experiment)
     name = run_name or f"{result.source.preset}-{time.strftime('%Y%m%d-%H%M%S')}"
-    run_id = tracker.start_run(experiment_id, name,
-                               run_tags(result.golden, result.source, extra_tags),
-                               parent_run_id=parent_run_id)
-    workdir = cache_root() / "work" / run_id
-    workdir.mkdir(parents=True, exist_ok=True)
-    try:
-        with sigterm_as_interrupt():
-            tracker.log_batch(run_id, params=result.params())
-            shutil.copyfile(result.per_query_path, workdir / "per_query.jsonl")
-    except BaseException:
-        tracker.end_run_quietly(run_id, "KILLED")
-        shutil.rmtree(workdir, ignore_errors=True)
-        raise
-    finish_run(tracker, run_id, experiment_id, result, workdir,
-               run_name or f"{result.source.preset} on {result.golden.name}",
-               Publishing(log_breakdowns, traces, chunk_texts(pipeline, traces)))
+    tags = run_tags(result.golden, result.source, extra_tags)
+
+    def start() -> str:
+        return tracker.start_run(experiment_id, name, tags, parent_run_id=parent_run_id)
+
+    with run_guard(tracker, start) as (run_id, workdir):
+        tracker.log_batch(run_id, params=result.params())
+        shutil.copyfile(result.per_query_path, workdir / "per_query.jsonl")
+        finish_run(tracker, run_id, experiment_id, result, workdir,
+                   run_name or f"{result.source.preset} on {result.golden.name}",
+                   Publishing(log_breakdowns, traces, chunk_texts(pipeline, traces)))
     return run_id
 
 
@@ -262,13 +308,19 @@ def finish_run(tracker: Any, run_id: str, experiment_id: str, result: EvalResult
                publishing: Publishing = Publishing()) -> dict[str, float]:
     """Write the outputs and the manifest into the work folder, publish it, end the run; keep
     the folder for ``kebab-mlflow upload`` if the store is lost on the way."""
+    from kebab_mlflow.tracking.store import describe_uri
+
     t_out = time.perf_counter()
     params = result.params()
     write_outputs(workdir, title, params, result.aggregate)
     traced = write_traces(workdir / TRACES, result, publishing)
     outputs_s = time.perf_counter() - t_out
+    checkpoint("outputs-written")
     manifest = {
-        "run_id": run_id, "experiment_id": experiment_id, "tracking_uri": tracker.uri,
+        # never user:password@ (a recovery folder may be shared); `upload` takes credentials
+        # from MLFLOW_TRACKING_USERNAME/PASSWORD or --tracking-uri
+        "run_id": run_id, "experiment_id": experiment_id,
+        "tracking_uri": describe_uri(tracker.uri),
         "metrics": logged_metrics(result.aggregate, publishing.log_breakdowns),
         "tags": {"kebab.per_query_sha256": result.per_query_sha256},
         "description": f"**{title}**\n\n{summary_table(result.aggregate['overall'])}",
@@ -277,20 +329,17 @@ def finish_run(tracker: Any, run_id: str, experiment_id: str, result: EvalResult
         "traces": traced,
     }
     (workdir / MANIFEST).write_text(json.dumps(manifest, indent=1))
+    checkpoint("manifest-written")
     t_log = time.perf_counter()
     _publish_or_keep(tracker, run_id, workdir)
+    checkpoint("published")
     shutil.rmtree(workdir, ignore_errors=True)
     return {"outputs_s": outputs_s, "mlflow_logging_s": time.perf_counter() - t_log}
 
 
 def _publish_or_keep(tracker: Any, run_id: str, workdir: Path) -> None:
     try:
-        with sigterm_as_interrupt():
-            publish(tracker, workdir)
-    except KeyboardInterrupt:
-        tracker.end_run_quietly(run_id, "KILLED")
-        raise RunInterrupted(f"interrupted while publishing: run {run_id} ended as KILLED; "
-                             f"results kept in {keep_for_recovery(workdir)}") from None
+        publish(tracker, workdir)
     except KebabError:
         raise
     except Exception as exc:  # noqa: BLE001 - server lost mid-run: keep everything
@@ -319,7 +368,7 @@ def publish(tracker: Any, workdir: Path) -> None:
     """Log dataset, model, metrics, artifacts, tables, traces and final tags from a work
     folder, then finish the run. The dataset and the model come first so that the metrics can
     name them; the headline metrics are the first (by default the only) metrics logged."""
-    manifest = json.loads((workdir / MANIFEST).read_text())
+    manifest = read_manifest(workdir)
     run_id = manifest["run_id"]
     ds = manifest["dataset"]
     tracker.log_golden_dataset(run_id, ds["name"], ds["digest"], ds["tags"],
@@ -330,9 +379,11 @@ def publish(tracker: Any, workdir: Path) -> None:
                       model_id=model_id, dataset=(ds["name"], ds["digest"][:36]))
     if model_id:
         tracker.log_model_output(run_id, model_id)
+    checkpoint("metrics-logged")
     for f in sorted(workdir.iterdir()):
         if f.name not in (MANIFEST, TRACES) and f.is_file():
             tracker.log_artifact(run_id, f)
+    checkpoint("artifacts-logged")
     aggregate = load_aggregate((workdir / "aggregate.json").read_bytes())
     tracker.log_table(run_id, breakdown_table(aggregate), BREAKDOWN_TABLE)
     if manifest.get("traces") and (workdir / TRACES).is_file():
@@ -347,6 +398,70 @@ def _model_of(tracker: Any, manifest: Mapping[str, Any]) -> str | None:
         return None
     return tracker.pipeline_model(manifest["experiment_id"], model["name"], model["digest"],
                                   model["params"], manifest["run_id"], model["tags"])
+
+
+def upload(folder: Path, tracking_uri: str | None = None) -> str:
+    """``kebab-mlflow upload``: publish a recovery folder as the run it belongs to (the store
+    named by ``tracking_uri``, else the manifest's); remove the folder; the run id."""
+    from kebab_mlflow.tracking.store import Tracker
+
+    manifest = read_manifest(folder)
+    tracker = Tracker(tracking_uri or manifest["tracking_uri"])
+    try:
+        publish(tracker, folder)
+    except KebabError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - MLflow's refusals come in many types
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise TrackingError(f"could not publish {folder} as run {manifest['run_id']}: "
+                            f"{type(exc).__name__}: {first[:300]}") from None
+    shutil.rmtree(folder)
+    return manifest["run_id"]
+
+
+def read_manifest(folder: Path) -> dict[str, Any]:
+    """A recovery folder's manifest, checked: every problem at once, with where it is."""
+    path = folder / MANIFEST
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"{folder} is not a recovery folder (cannot read {MANIFEST}: "
+                         f"{exc.strerror})") from None
+    except (ValueError, RecursionError) as exc:
+        why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise InputError(f"{path} is not a recovery manifest",
+                         [Problem(f"not JSON: {why}", str(path))]) from None
+    problems = _manifest_problems(data)
+    if problems:
+        raise InputError(f"{path} is not a usable recovery manifest",
+                         [Problem(p, str(path)) for p in problems])
+    return data
+
+
+def _manifest_problems(data: Any) -> list[str]:
+    if not isinstance(data, dict):
+        return ["not a JSON object"]
+    out = [f"'{k}' must be a non-empty string" for k in ("run_id", "experiment_id",
+                                                        "tracking_uri", "description")
+           if not isinstance(data.get(k), str) or not data[k] and k != "description"]
+    metrics, tags, ds = data.get("metrics"), data.get("tags"), data.get("dataset")
+    if not isinstance(metrics, dict) or not all(
+            isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+            for v in metrics.values()):
+        out.append("'metrics' must map names to finite numbers")
+        metrics = {}
+    if not isinstance(tags, dict) or not all(isinstance(v, str) for v in tags.values()):
+        out.append("'tags' must map names to strings")
+        tags = {}
+    out += [f"key {k!r}: {why}" for k in [*metrics, *tags] if (why := names.key_problem(k))]
+    if not isinstance(ds, dict) or not all(isinstance(ds.get(k), str) for k in ("name",
+                                                                                 "digest")) \
+            or not isinstance(ds.get("tags"), dict):
+        out.append("'dataset' must hold 'name', 'digest' and 'tags'")
+    else:
+        out += [why for why in (names.length_problem("the dataset name", ds["name"],
+                                                     names.MAX_DATASET_NAME),) if why]
+    return out
 
 
 def keep_for_recovery(workdir: Path) -> Path:

@@ -25,6 +25,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from kebab_mlflow.errors import RunNotFoundError, TrackingError
+from kebab_mlflow.progress import warn
 from kebab_mlflow.records import RunRecord
 
 DEFAULT_EXPERIMENT = "kebab-eval"
@@ -80,15 +81,73 @@ def _store_lock(uri: str) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+def _ensure_sqlite_store(db: Path) -> None:
+    """Under the store lock: a brand-new SQLite store is built aside and renamed into place,
+    so a process killed while MLflow creates its ~40 tables (seconds) leaves a stray file, never
+    a half-migrated store that every later command refuses ("table datasets already exists").
+    A store that cannot be opened and holds no run (half-created by an older version) is set
+    aside as ``<name>.broken-<time>`` and rebuilt, with a warning."""
+    for stray in db.parent.glob(f".{db.name}.creating-*"):  # of killed creators: we hold the lock
+        stray.unlink(missing_ok=True)
+    if db.is_file() and db.stat().st_size > 0:
+        if _opens(db):
+            return
+        if _holds_runs(db):
+            return  # let MLflow's own error say what is wrong with it
+        aside = db.with_name(f"{db.name}.broken-{time.strftime('%Y%m%d-%H%M%S')}")
+        db.rename(aside)
+        warn(f"the store {db} was half-created (no run in it) and is rebuilt; "
+             f"the old file is {aside}")
+    building = db.with_name(f".{db.name}.creating-{os.getpid()}")
+    uri = f"sqlite:///{building}"
+    try:
+        MlflowClient(tracking_uri=uri).search_experiments(max_results=1)  # creates every table
+    finally:
+        _forget_engine(uri)
+    os.replace(building, db)
+
+
+def _opens(db: Path) -> bool:
+    uri = f"sqlite:///{db}"
+    try:
+        MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
+        return True
+    except Exception:  # noqa: BLE001 - any failure to open means "not usable as it is"
+        _forget_engine(uri)
+        return False
+
+
+def _holds_runs(db: Path) -> bool:
+    import sqlite3
+
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as con:
+            return con.execute("SELECT count(*) FROM runs").fetchone()[0] > 0
+    except sqlite3.Error:  # no runs table: nothing was recorded in it
+        return False
+
+
+def _forget_engine(uri: str) -> None:
+    """Close and drop MLflow's cached engine and store for ``uri`` (a file about to move)."""
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+    from mlflow.tracking._tracking_service.registry import TrackingStoreRegistry
+
+    engine = SqlAlchemyStore._engine_map.pop(uri, None)
+    if engine is not None:
+        engine.dispose()
+    TrackingStoreRegistry._get_store_with_resolved_uri.cache_clear()
+
+
 def _tracking_error(uri: str, exc: Exception) -> TrackingError:
     text = str(exc)
     password = os.environ.get("MLFLOW_TRACKING_PASSWORD")
     if password:
         text = text.replace(password, "***")
-    if "401" in text or "Unauthorized" in text:
+    # status codes as whole words: a URL's port (":40389") must not read as a 403
+    if re.search(r"\b401\b", text) or "Unauthorized" in text:
         return TrackingError(f"the tracking server {describe_uri(uri)} refused the credentials "
                              "(MLFLOW_TRACKING_USERNAME / MLFLOW_TRACKING_PASSWORD)")
-    if "403" in text or "Permission" in text:
+    if re.search(r"\b403\b", text) or "Permission" in text:
         return TrackingError(f"the tracking server {describe_uri(uri)} denied this user "
                              "permission for the request (ask for write access to the "
                              "experiment)")
@@ -105,6 +164,8 @@ class Tracker:
         self.local = self.uri.startswith("sqlite:///")
         try:
             with _store_lock(self.uri):
+                if self.local:
+                    _ensure_sqlite_store(Path(self.uri.removeprefix("sqlite:///")))
                 self.client = MlflowClient(tracking_uri=self.uri)
                 self.client.search_experiments(max_results=1)  # opens/migrates, checks reach
         except MlflowException as exc:
@@ -330,12 +391,16 @@ class Tracker:
     def end_run(self, run_id: str, status: str = "FINISHED") -> None:
         self.client.set_terminated(run_id, status)
 
-    def end_run_quietly(self, run_id: str, status: str) -> None:
-        """End a run on the way out of a failure; the store may be the thing that failed."""
+    def end_run_quietly(self, run_id: str, status: str) -> bool:
+        """End a run on the way out of a failure; the store may be the thing that failed.
+        False when the run had already FINISHED (a signal just after it did): that stays."""
         try:
+            if self.client.get_run(run_id).info.status == "FINISHED":
+                return False
             self.end_run(run_id, status)
         except Exception:  # noqa: BLE001
             pass
+        return True
 
     def set_tags(self, run_id: str, tags: Mapping[str, str]) -> None:
         self.log_batch(run_id, tags=tags)
