@@ -20,7 +20,6 @@ MAX_FUNCTION_LINES = 60
 LONG_FUNCTIONS_LEFT = {
     "comparison/verdict.py:_check",
     "comparison/verdict.py:compare_runs",
-    "golden.py:_build",
     "importers/squad.py:import_squad",
     "sweep/execution.py:_run_rows",
     "sweep/spec.py:_build",
