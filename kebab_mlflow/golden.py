@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kebab_mlflow.errors import GoldenSetError, Problem
-from kebab_mlflow.yaml_source import child, items, location, parse
+from kebab_mlflow.yaml_source import child, location, parse, sequence_items
 
 DEFAULT_METADATA_FIELDS = ("agency", "project", "budget", "deadline")
 QUERY_TYPES = ("single_doc", "comparison", "follow_up", "abstention")
@@ -142,7 +142,7 @@ def _build(data: Any, node: Any, source: str, digest: str) -> GoldenSet:
 
     problems: list[Problem] = []
     header, queries, queries_node = _header(data, node, source, at, problems)
-    parsed, identities = _parse_queries(queries, items(queries_node), header, at, problems)
+    parsed, identities = _parse_queries(queries, sequence_items(queries_node), header, at, problems)
     if not queries and not problems:
         problems.append(Problem("the golden set has no queries", at(node)))
     # cross-query checks see every query with an id, also those with problems of their own,

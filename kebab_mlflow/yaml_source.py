@@ -74,7 +74,7 @@ def child(node: Any, key: str) -> Node | None:
     return node.keys.get(key) if node is not None and node.keys is not None else None
 
 
-def items(node: Any) -> list[Node]:
+def sequence_items(node: Any) -> list[Node]:
     """The item nodes of a sequence node ([] for anything else)."""
     return node.items if node is not None and node.items is not None else []
 
@@ -160,11 +160,8 @@ class _Composer:
             raise _Unsupported
         if not event.implicit[0]:
             return value
-        for tag, regexp in self.resolvers.get(value[:1], []) + self.resolvers.get(None, []):
-            if regexp.match(value):
-                break
-        else:
-            return value
+        candidates = self.resolvers.get(value[:1], []) + self.resolvers.get(None, [])
+        tag = next((tag for tag, regexp in candidates if regexp.match(value)), _STR_TAG)
         if tag == _STR_TAG:
             return value
         construct = self.constructor.yaml_constructors.get(tag)

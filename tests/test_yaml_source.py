@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from kebab_mlflow.errors import InputError
-from kebab_mlflow.yaml_source import _Composer, child, items, location, parse
+from kebab_mlflow.yaml_source import _Composer, child, location, parse, sequence_items
 
 CASES = [
     "a: 1\nb: [x, 'y', \"z\", 2.5, -3, 0x1f, .inf, ~, null, '', true, no, On]\n",
@@ -72,10 +72,10 @@ def test_lines_of_keys_and_items():
     text = "name: x\nqueries:\n  - id: a\n    query: one\n\n  - id: b\n    query: two\n"
     data, node = parse(text.encode(), "g.yaml", InputError, "golden set")
     assert data["queries"][1] == {"id": "b", "query": "two"}
-    queries = items(child(node, "queries"))
+    queries = sequence_items(child(node, "queries"))
     assert [location("g.yaml", q) for q in queries] == ["g.yaml:3", "g.yaml:6"]
     assert location("g.yaml", child(queries[1], "query")) == "g.yaml:7"
-    assert child(node, "missing") is None and items(child(node, "name")) == []
+    assert child(node, "missing") is None and sequence_items(child(node, "name")) == []
 
 
 def test_bad_yaml_names_its_line():

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from kebab_mlflow.errors import ConfigError, Problem, SweepError
-from kebab_mlflow.yaml_source import child, items, location, parse
+from kebab_mlflow.yaml_source import child, location, parse, sequence_items
 
 DEFAULT_FLOORS = ("random_retrieval", "single_chunk")
 
@@ -213,7 +213,7 @@ def _rows(items: Any, node: Any, source: str, shared: Mapping[str, Any], default
     if not isinstance(items, list) or not items:
         problems.append(Problem("'rows' must be a non-empty list of rows", where_rows))
         return []
-    item_nodes = items(node)
+    item_nodes = sequence_items(node)
     rows: list[SweepRow] = []
     seen: dict[str, str] = {}
     for i, item in enumerate(items):
