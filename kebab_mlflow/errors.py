@@ -10,13 +10,15 @@
      │    │    └── DenseUnavailableError   the dense backend's model or libraries missing
      │    ├── CorpusError           corpus folder / BEIR file, ids missing from the index
      │    ├── PerQueryError         a per_query.jsonl that cannot be read back
+     │    ├── TrecFileError         TREC qrels / topics for import-trec, with file:line
      │    └── CalibrationError      a calibrator that cannot be fitted or read
      ├── TrackingError              MLflow store or server unreachable, auth refused
      ├── RunNotFoundError           a run reference that matches nothing (or too much)
      ├── IncomparableRunsError      compare refuses the pair
      │    └── ComparisonRefused     ... with every reason at once
      ├── TargetError                a user pipeline target that cannot be loaded
-     │    └── TargetOptionsError    bad ``?key=value`` options of a target spec
+     │    ├── TargetOptionsError    bad ``?key=value`` options of a target spec
+     │    └── RunFileError          a ``run:`` file with bad lines (each with file:line)
      ├── QueryFailed                --fail-fast: a query raised (exit 1)
      └── RunInterrupted             Ctrl-C / SIGTERM: the run ended KILLED (exit 130)
 
@@ -99,6 +101,10 @@ class PerQueryError(InputError):
     pass
 
 
+class TrecFileError(InputError):
+    """TREC qrels or topics that cannot be read (every bad line, with file:line)."""
+
+
 class CalibrationError(InputError):
     """A calibrator that cannot be fitted or read."""
 
@@ -130,6 +136,10 @@ class TargetError(KebabError):
 
 class TargetOptionsError(ProblemsMixin, TargetError):
     """Bad ``?key=value`` options of a target spec; ``problems`` lists every one."""
+
+
+class RunFileError(ProblemsMixin, TargetError):
+    """A ``run:`` target's file that cannot be read; ``problems`` has each bad line."""
 
 
 class QueryFailed(KebabError):

@@ -99,7 +99,7 @@ def prepare(options: RunOptions, on_status: Callable[[str], None] = lambda s: No
     config = build_config(options.preset, dict(options.overrides))
     cutoffs = tuple(run_cutoffs(options.k, options.cutoffs))
     if options.target:
-        pipeline, source = as_pipeline(options.target, options.concurrency)
+        pipeline, source = as_pipeline(options.target, options.concurrency, golden)
     else:
         corpus = corpus_to_use(options.corpus, golden)
         on_status(f"corpus: {corpus}" + ("" if options.corpus or not golden.corpus
