@@ -23,6 +23,8 @@
      └── RunInterrupted             Ctrl-C / SIGTERM: the run ended KILLED (exit 130)
 
     ReplyError (not a KebabError)   one target reply unusable: becomes that query's error
+    YamlFallback (internal)         a YAML construct the one-pass composer leaves to PyYAML
+    ArrowUnusable (internal)        a run file pyarrow cannot split: read line by line
 
 The CLI maps every KebabError to its ``exit_code`` and prints ``str(error)``; no traceback.
 """
@@ -154,3 +156,13 @@ class RunInterrupted(KebabError):
 
 class ReplyError(Exception):
     """A target's reply to one query is unusable; the message says why (a per-query error)."""
+
+
+class YamlFallback(Exception):
+    """Internal: a construct (anchor, alias, tag, merge key) that
+    :mod:`kebab_mlflow.yaml_source`'s one-pass composer leaves to PyYAML's full safe load."""
+
+
+class ArrowUnusable(Exception):
+    """Internal: pyarrow is missing or cannot split a run file on one delimiter; the line
+    reader takes over (and names a malformed line)."""

@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from kebab_mlflow.errors import InputError, Problem
+from kebab_mlflow.errors import InputError, Problem, YamlFallback
 
 # libyaml's safe loader when present (several times faster on 1,000s of queries), else PyYAML's
 SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -43,10 +43,6 @@ class Node:
         self.items = items
 
 
-class _Unsupported(Exception):
-    """A construct the one-pass composer leaves to PyYAML (anchors, tags, merge keys)."""
-
-
 def parse(raw: bytes, source: str, error: type[InputError], what: str) -> tuple[Any, Any]:
     """(data, node tree) of a UTF-8 YAML document; undecodable bytes or bad YAML raise
     ``error`` with the location."""
@@ -58,7 +54,7 @@ def parse(raw: bytes, source: str, error: type[InputError], what: str) -> tuple[
     try:
         try:
             return _Composer(text).document()
-        except _Unsupported:
+        except YamlFallback:
             node = yaml.compose(text, Loader=SAFE_LOADER)
             data = yaml.load(text, Loader=SAFE_LOADER)  # noqa: S506 - a safe loader
             return data, _from_yaml_node(node)
@@ -117,7 +113,7 @@ class _Composer:
     def _content(self, event: Any) -> Any:
         kind = type(event)
         if kind is _ALIAS or kind not in _END and event.anchor is not None:
-            raise _Unsupported
+            raise YamlFallback
         return event
 
     def value(self, event: Any) -> tuple[Any, Node]:
@@ -125,7 +121,7 @@ class _Composer:
         if kind is _SCALAR:
             return self.scalar(event), Node(event.start_mark.line)
         if event.tag is not None and not event.implicit:
-            raise _Unsupported
+            raise YamlFallback
         if kind is _SEQUENCE:
             return self.sequence(event.start_mark.line)
         return self.mapping(event.start_mark.line)
@@ -147,7 +143,7 @@ class _Composer:
         next_event, content, value = self.next_event, self._content, self.value
         while type(event := content(next_event())) is not _MAPPING_END:
             if type(event) is not _SCALAR or event.value == "<<":
-                raise _Unsupported  # a complex key or a merge key
+                raise YamlFallback  # a complex key or a merge key
             key = self.scalar(event)
             data[key], keys[event.value] = value(content(next_event()))
         return data, Node(line, keys=keys)
@@ -157,7 +153,7 @@ class _Composer:
         resolved by the safe loader's implicit resolvers and built by its constructors."""
         value = event.value
         if event.tag is not None and event.tag != "!":
-            raise _Unsupported
+            raise YamlFallback
         if not event.implicit[0]:
             return value
         candidates = self.resolvers.get(value[:1], []) + self.resolvers.get(None, [])
@@ -166,7 +162,7 @@ class _Composer:
             return value
         construct = self.constructor.yaml_constructors.get(tag)
         if construct is None:
-            raise _Unsupported
+            raise YamlFallback
         return construct(self.constructor, yaml.ScalarNode(tag, value))
 
 

@@ -60,9 +60,9 @@ def test_a_key_safe_load_refuses_is_refused():
 
 @pytest.mark.parametrize("text", FALLBACK[:-1])
 def test_unsupported_constructs_fall_back_with_lines(text):
-    from kebab_mlflow.yaml_source import _Unsupported
+    from kebab_mlflow.errors import YamlFallback
 
-    with pytest.raises(_Unsupported):
+    with pytest.raises(YamlFallback):
         _Composer(text).document()
     _, node = parse(text.encode(), "f.yaml", InputError, "file")
     assert node is not None and node.keys

@@ -36,7 +36,13 @@ from typing import Any
 
 import numpy as np
 
-from kebab_mlflow.errors import Problem, RunFileError, TargetError, TargetOptionsError
+from kebab_mlflow.errors import (
+    ArrowUnusable,
+    Problem,
+    RunFileError,
+    TargetError,
+    TargetOptionsError,
+)
 from kebab_mlflow.progress import warn
 from kebab_mlflow.records import VERSION_KEYS, Answer, Hit, VersionSnapshot
 from kebab_mlflow.targets.base import Target
@@ -169,12 +175,8 @@ def read_run_file(path: Path) -> RunColumns:
         return _read_json(path, gzipped)
     try:
         return _read_trec_arrow(path, gzipped, first)
-    except _ArrowUnusable:
+    except ArrowUnusable:
         return _read_trec_lines(path, gzipped)
-
-
-class _ArrowUnusable(Exception):
-    """pyarrow is missing or cannot split this file on one delimiter."""
 
 
 def _read_trec_arrow(path: Path, gzipped: bool, first: bytes) -> RunColumns:
@@ -182,7 +184,7 @@ def _read_trec_arrow(path: Path, gzipped: bool, first: bytes) -> RunColumns:
         import pyarrow as pa
         import pyarrow.csv as pa_csv
     except ImportError:
-        raise _ArrowUnusable from None
+        raise ArrowUnusable from None
     first_line = first.split(b"\n", 1)[0]
     delimiter = "\t" if b"\t" in first_line else " "
     names = ["qid", "q0", "docid", "rank", "score", "tag"]
@@ -196,11 +198,11 @@ def _read_trec_arrow(path: Path, gzipped: bool, first: bytes) -> RunColumns:
                 column_types={"qid": pa.string(), "docid": pa.string(), "score": pa.float64()},
                 include_columns=["qid", "docid", "score"]))
     except (pa.ArrowInvalid, pa.ArrowTypeError):
-        raise _ArrowUnusable from None
+        raise ArrowUnusable from None
     scores = table.column("score").to_numpy()
     if (table.column("qid").null_count or table.column("docid").null_count
             or not np.isfinite(scores).all()):
-        raise _ArrowUnusable  # the line reader names the bad line
+        raise ArrowUnusable  # the line reader names the bad line
     return RunColumns(table.column("qid"), table.column("docid"), scores)
 
 
