@@ -18,8 +18,11 @@ is compared with pytrec_eval and ranx (MRR@10 against recip_rank only where the 
 doc is within 10; ranx's ``mrr@10`` is the same cut).
 
 The machine is shared (its load average is printed): CPU seconds are the steadier figure.
+numpy asks the kernel for transparent huge pages on large arrays (``madvise``); where the
+kernel's THP ``defrag`` is ``madvise`` (Debian's default) that can stall on memory compaction —
+run once more with ``NUMPY_MADVISE_HUGEPAGE=0`` to see how much of the time that is.
 
-Run: .venv/bin/python bench/bench_metrics.py [N_QUERIES] [--peer-queries P]
+Run: .venv/bin/python bench/bench_metrics.py [N_QUERIES] [--peer-queries P (0: skip part 2)]
 (writes bench/results/bench_metrics.txt)
 """
 
@@ -193,14 +196,16 @@ def main() -> int:
     load_before = os.getloadavg()[0]
     data = synthetic(n, np.random.default_rng(SEED))
     big, fifth = kebab_at(n, data), kebab_at(small, data)
-    peer_lines, ok = peers(min(args.peer_queries, n), data)
+    peer_lines, ok = (peers(min(args.peer_queries, n), data) if args.peer_queries > 0
+                      else (["Part 2 skipped (--peer-queries 0)"], True))
     ratio = big["both"] / fifth["both"]
     ratio_cpu = big["both_cpu"] / fifth["both_cpu"]
     lines = [
         f"metric engine: synthetic queries x {DEPTH} hits, 1-5 graded relevant docs each (seed "
         f"{SEED}); 21 per-query metrics (hit/P/recall/nDCG @ {','.join(map(str, CUTOFFS))} + "
         f"MRR@10); load average {load_before:.1f} at start, {os.getloadavg()[0]:.1f} at end "
-        f"on {os.cpu_count()} CPUs",
+        f"on {os.cpu_count()} CPUs; NUMPY_MADVISE_HUGEPAGE="
+        f"{os.environ.get('NUMPY_MADVISE_HUGEPAGE', 'unset (numpy default: 1)')}",
         "",
         "Part 1 — kebab alone, best of 3 (wall s / CPU s)",
         f"{'queries':>10}{'table':>16}{'21 metrics':>16}{'table + metrics':>18}",

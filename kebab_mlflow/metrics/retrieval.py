@@ -51,6 +51,11 @@ class RelevanceTable:
         return np.cumsum(self.gains > 0, axis=1, dtype=np.int64)
 
     @cached_property
+    def found_at(self) -> dict[int, np.ndarray]:
+        """Cut-off k → relevant items within the top k, per query (filled as metrics ask)."""
+        return {}
+
+    @cached_property
     def dcg_cumulative(self) -> np.ndarray:
         return np.cumsum(self.gains * _discount(self.depth), axis=1)
 
@@ -182,7 +187,10 @@ def _found(table: RelevanceTable, k: int) -> np.ndarray:
         return np.zeros(table.gains.shape[0], dtype=np.int64)
     if "relevant_cumulative" in table.__dict__:  # already built by another metric
         return table.relevant_cumulative[:, k - 1]
-    return np.count_nonzero(table.gains[:, :k], axis=1)  # gains are never negative
+    found = table.found_at
+    if k not in found:  # hit, precision and recall at k share one count
+        found[k] = np.count_nonzero(table.gains[:, :k], axis=1)  # gains are never negative
+    return found[k]
 
 
 def hit_at_k(table: RelevanceTable, k: int) -> np.ndarray:
