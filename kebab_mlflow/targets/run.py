@@ -62,16 +62,19 @@ class RunColumns:
 
 
 class RankedRun:
-    """Every query's hits in trec_eval order, held as integer codes (about 16 bytes a hit)."""
+    """Every query's hits in trec_eval order, held as int32 doc codes and float64 scores
+    (12 bytes a hit once loaded)."""
 
     def __init__(self, columns: RunColumns):
         q_codes, self.query_ids = _factorize(columns.query_ids)
         d_codes, docs = _factorize(columns.doc_ids)
         self.docs = list(docs)
-        doc_order = np.empty(len(docs), dtype=np.int64)
-        doc_order[np.argsort(np.array(docs, dtype=object), kind="stable")] = np.arange(len(docs))
-        order = np.lexsort((-doc_order[d_codes], -columns.scores, q_codes))
-        self.doc_codes = d_codes[order].astype(np.int32 if len(docs) < 2**31 else np.int64)
+        # the doc's place in byte order, negated: ties sort by doc id descending (trec_eval)
+        doc_order = np.empty(len(docs), dtype=np.int32)
+        doc_order[np.argsort(np.array(docs, dtype=object), kind="stable")] = -np.arange(
+            len(docs), dtype=np.int32)
+        order = np.lexsort((doc_order[d_codes], -columns.scores, q_codes))
+        self.doc_codes = d_codes[order]
         self.scores = np.ascontiguousarray(columns.scores[order], dtype=np.float64)
         self.bounds = np.searchsorted(q_codes[order], np.arange(len(self.query_ids) + 1))
         self.row_of = {qid: i for i, qid in enumerate(self.query_ids)}
@@ -271,7 +274,7 @@ def _read_json(path: Path, gzipped: bool) -> RunColumns:
 
 
 def _factorize(values: Any) -> tuple[np.ndarray, list[str]]:
-    """(integer code per value, the distinct values in first-seen order)."""
+    """(int32 code per value, the distinct values in first-seen order)."""
     try:
         import pyarrow as pa
     except ImportError:
@@ -281,10 +284,9 @@ def _factorize(values: Any) -> tuple[np.ndarray, list[str]]:
             values, type=pa.string())
         if isinstance(array, pa.ChunkedArray):
             array = array.combine_chunks()
-        encoded = array.dictionary_encode()
-        return (encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64),
-                encoded.dictionary.to_pylist())
+        encoded = array.dictionary_encode()  # int32 codes: 4 bytes a hit
+        return (encoded.indices.to_numpy(zero_copy_only=False), encoded.dictionary.to_pylist())
     index: dict[str, int] = {}
-    codes = np.fromiter((index.setdefault(v, len(index)) for v in values), dtype=np.int64)
+    codes = np.fromiter((index.setdefault(v, len(index)) for v in values), dtype=np.int32)
     return codes, list(index)
 
