@@ -166,14 +166,18 @@ class _Composer:
         return construct(self.constructor, yaml.ScalarNode(tag, value))
 
 
-def _from_yaml_node(node: Any) -> Node | None:
-    """The line tree of a PyYAML node tree (the fallback path)."""
+def _from_yaml_node(node: Any, seen: dict[int, Node] | None = None) -> Node | None:
+    """The line tree of a PyYAML node tree (the fallback path). An aliased node is converted
+    once and shared, as PyYAML shares it: a "billion laughs" file stays nine nodes deep, not
+    nine to the ninth."""
     if node is None:
         return None
-    line = node.start_mark.line
+    seen = {} if seen is None else seen
+    if id(node) in seen:
+        return seen[id(node)]
+    out = seen[id(node)] = Node(node.start_mark.line)
     if isinstance(node, yaml.MappingNode):
-        return Node(line, keys={str(getattr(k, "value", "")): _from_yaml_node(v)
-                                for k, v in node.value})
-    if isinstance(node, yaml.SequenceNode):
-        return Node(line, items=[_from_yaml_node(v) for v in node.value])
-    return Node(line)
+        out.keys = {str(getattr(k, "value", "")): _from_yaml_node(v, seen) for k, v in node.value}
+    elif isinstance(node, yaml.SequenceNode):
+        out.items = [_from_yaml_node(v, seen) for v in node.value]
+    return out
