@@ -1,24 +1,35 @@
-"""The metric engine on 100,000 synthetic queries × 100 hits, against pytrec_eval.
+"""The metric engine at scale (default 1,000,000 queries × 100 hits), against pytrec_eval and ranx.
 
 Input: for each query a ranked list of 100 distinct doc ids and 1–5 relevant docs with grades
 1–2 (about half of them ranked somewhere in the list). Seeded (SEED), so every run measures
-the same data. Measured, each separately:
+the same data. 21 per-query metrics: hit/precision/recall/nDCG at 1, 3, 5, 10, 100 and MRR@10.
 
-- table (lists): :meth:`RelevanceTable.from_rankings` from Python lists of string ids — what a
-  run does today with hit lists;
-- table (codes): :meth:`RelevanceTable.from_codes` from integer-coded ids (vectorised);
-- metrics: every retrieval metric on the table — hit/precision/recall/nDCG at 1, 3, 5, 10, 100
-  and MRR@10 (21 per-query arrays);
-- pytrec_eval: ``RelevanceEvaluator(qrels, measures).evaluate(run)`` for the same 21 values
-  (success, P, recall, ndcg_cut at the same cut-offs, recip_rank), its dict building not
-  counted. The values are compared too (MRR@10 against recip_rank only where the first
-  relevant doc is within 10).
+Part 1 — kebab alone at N and N/5 queries (the growth): the table from integer codes
+(:meth:`RelevanceTable.from_codes`) and the 21 metric functions, best of 3, wall and CPU
+(user + system) seconds; the N/(N/5) time ratio (linear: 5).
 
-Run: .venv/bin/python bench/bench_metrics.py [N_QUERIES]   (writes bench/results/bench_metrics.txt)
+Part 2 — side by side on the first P queries of the same data (P = --peer-queries, default
+100,000: what the peers' dict inputs hold in memory here): kebab's table from Python string-id
+lists (what a run holds) and from codes, plus the metrics; pytrec_eval
+(``RelevanceEvaluator(qrels).evaluate(run)``, success/P/recall/ndcg_cut/recip_rank); ranx
+(numba; ``evaluate(qrels, run, metrics, threads=…)``, warmed by one call first, then 1 thread
+and all threads). Building the peers' input dicts is not counted. Every value of every query
+is compared with pytrec_eval and ranx (MRR@10 against recip_rank only where the first relevant
+doc is within 10; ranx's ``mrr@10`` is the same cut).
+
+The machine is shared (its load average is printed): CPU seconds are the steadier figure.
+numpy asks the kernel for transparent huge pages on large arrays (``madvise``); where the
+kernel's THP ``defrag`` is ``madvise`` (Debian's default) that can stall on memory compaction —
+run once more with ``NUMPY_MADVISE_HUGEPAGE=0`` to see how much of the time that is.
+
+Run: .venv/bin/python bench/bench_metrics.py [N_QUERIES] [--peer-queries P (0: skip part 2)]
+(writes bench/results/bench_metrics.txt)
 """
 
 from __future__ import annotations
 
+import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -54,12 +65,15 @@ def synthetic(n_queries: int, rng: np.random.Generator):
 
 
 def timed(fn, repeats=3):
-    best, result = float("inf"), None
+    """(best wall seconds, CPU seconds of that repeat, result)."""
+    best, cpu, result = float("inf"), 0.0, None
     for _ in range(repeats):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         result = fn()
-        best = min(best, time.perf_counter() - start)
-    return best, result
+        wall = time.perf_counter() - start
+        if wall < best:
+            best, cpu = wall, time.process_time() - start_cpu
+    return best, cpu, result
 
 
 def all_metrics(table):
@@ -72,80 +86,143 @@ def all_metrics(table):
     return out
 
 
-def main() -> int:
+def kebab_at(n: int, data) -> dict[str, float]:
+    """Table from codes + the 21 metrics on the first n queries (a fresh table each repeat: the
+    per-table work is part of what is measured)."""
+    from kebab_mlflow.metrics.retrieval import RelevanceTable
+
+    ranked, rel_query, rel_item, rel_grade = data
+    keep = rel_query < n
+    args = (ranked[:n], rel_query[keep], rel_item[keep], rel_grade[keep])
+    t_table, c_table, table = timed(lambda: RelevanceTable.from_codes(*args))
+    t_metrics, c_metrics, _ = timed(lambda: all_metrics(
+        RelevanceTable(table.gains, table.n_relevant, table.ideal)))
+    t_both, c_both, _ = timed(lambda: all_metrics(RelevanceTable.from_codes(*args)))
+    return {"table": t_table, "table_cpu": c_table, "metrics": t_metrics,
+            "metrics_cpu": c_metrics, "both": t_both, "both_cpu": c_both}
+
+
+def peers(p: int, data) -> tuple[list[str], bool]:
+    """Part 2: kebab, pytrec_eval and ranx on the first p queries; (lines, values equal)."""
     import pytrec_eval
+    from ranx import Qrels, Run, evaluate
 
     from kebab_mlflow.metrics.retrieval import RelevanceTable
 
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
-    rng = np.random.default_rng(SEED)
-    ranked, rel_query, rel_item, rel_grade = synthetic(n, rng)
-
-    # the same input as Python lists of string ids (what a run holds) and as pytrec dicts
+    ranked, rel_query, rel_item, rel_grade = data
+    keep = rel_query < p
+    ranked, rel_query, rel_item, rel_grade = (ranked[:p], rel_query[keep], rel_item[keep],
+                                              rel_grade[keep])
     ranked_ids = [[f"d{x}" for x in row] for row in ranked.tolist()]
-    relevance: list[dict[str, int]] = [{} for _ in range(n)]
+    relevance: list[dict[str, int]] = [{} for _ in range(p)]
     for q, d, g in zip(rel_query.tolist(), rel_item.tolist(), rel_grade.tolist(), strict=True):
         relevance[q][f"d{d}"] = g
-    qrels = {f"q{i}": rel for i, rel in enumerate(relevance)}
-    run = {f"q{i}": {d: float(DEPTH - r) for r, d in enumerate(row)}
-           for i, row in enumerate(ranked_ids)}
+    qids = [f"q{i:07d}" for i in range(p)]  # zero-padded: ranx's sorted order is this order
+    qrels = dict(zip(qids, relevance, strict=True))
+    run = {qid: {d: float(DEPTH - r) for r, d in enumerate(row)}
+           for qid, row in zip(qids, ranked_ids, strict=True)}
 
-    t_lists, table = timed(lambda: RelevanceTable.from_rankings(ranked_ids, relevance, DEPTH), 1)
-    t_codes, table_codes = timed(
+    t_lists, _, table = timed(lambda: RelevanceTable.from_rankings(ranked_ids, relevance, DEPTH),
+                              1)
+    t_codes, _, table_codes = timed(
         lambda: RelevanceTable.from_codes(ranked, rel_query, rel_item, rel_grade))
     same_table = all(np.array_equal(getattr(table, f), getattr(table_codes, f))
                      for f in ("gains", "n_relevant", "ideal"))
-    # a fresh table each time: the per-table cumulative sums are part of what is measured
-    t_metrics, ours = timed(lambda: all_metrics(
+    t_metrics, _, ours = timed(lambda: all_metrics(
         RelevanceTable(table_codes.gains, table_codes.n_relevant, table_codes.ideal)))
 
-    measures = {"success." + ",".join(map(str, CUTOFFS)), "P." + ",".join(map(str, CUTOFFS)),
-                "recall." + ",".join(map(str, CUTOFFS)),
-                "ndcg_cut." + ",".join(map(str, CUTOFFS)), "recip_rank"}
-    t_pytrec_setup, evaluator = timed(lambda: pytrec_eval.RelevanceEvaluator(qrels, measures), 1)
-    t_pytrec, theirs = timed(lambda: evaluator.evaluate(run), 1)
+    cuts = ",".join(map(str, CUTOFFS))
+    measures = {f"success.{cuts}", f"P.{cuts}", f"recall.{cuts}", f"ndcg_cut.{cuts}",
+                "recip_rank"}
+    evaluator = pytrec_eval.RelevanceEvaluator(qrels, measures)
+    t_pytrec, _, theirs = timed(lambda: evaluator.evaluate(run), 1)
 
-    names = {"hit": "success", "precision": "P", "recall": "recall", "ndcg": "ndcg_cut"}
-    worst = 0.0
+    ranx_names = {"hit": "hit_rate", "precision": "precision", "recall": "recall",
+                  "ndcg": "ndcg"}
+    ranx_metrics = [f"{m}@{k}" for k in CUTOFFS for m in ranx_names.values()] + ["mrr@10"]
+    rq, rr = Qrels.from_dict(qrels), Run.from_dict(run)
+    evaluate(rq, rr, ranx_metrics, return_mean=False, threads=1)  # JIT warm-up
+    t_ranx1, _, ranx1 = timed(lambda: evaluate(rq, rr, ranx_metrics, return_mean=False,
+                                               threads=1, save_results_in_run=False), 1)
+    threads = os.cpu_count() or 1
+    t_ranxn, _, _ = timed(lambda: evaluate(rq, rr, ranx_metrics, return_mean=False,
+                                           threads=threads, save_results_in_run=False), 1)
+
+    trec_names = {"hit": "success", "precision": "P", "recall": "recall", "ndcg": "ndcg_cut"}
+    worst_trec = worst_ranx = 0.0
     for k in CUTOFFS:
-        for family, trec in names.items():
+        for family in FAMILIES:
             mine = ours[f"{family}_{k}"]
-            ref = np.array([theirs[f"q{i}"][f"{trec}_{k}"] for i in range(n)])
-            worst = max(worst, float(np.abs(mine - ref).max()))
-    rr = np.array([theirs[f"q{i}"]["recip_rank"] for i in range(n)])
-    within = rr >= 0.1  # first relevant within rank 10 (1/rank >= 1/10)
-    worst = max(worst, float(np.abs(ours["mrr"][within] - rr[within]).max()))
+            ref = np.array([theirs[q][f"{trec_names[family]}_{k}"] for q in qids])
+            worst_trec = max(worst_trec, float(np.abs(mine - ref).max()))
+            worst_ranx = max(worst_ranx, float(np.abs(
+                mine - ranx1[f"{ranx_names[family]}@{k}"]).max()))
+    rr_ref = np.array([theirs[q]["recip_rank"] for q in qids])
+    within = rr_ref >= 0.1  # first relevant within rank 10 (1/rank >= 1/10)
+    worst_trec = max(worst_trec, float(np.abs(ours["mrr"][within] - rr_ref[within]).max()))
+    worst_ranx = max(worst_ranx, float(np.abs(ours["mrr"] - ranx1["mrr@10"]).max()))
     mrr_beyond_10_is_0 = bool((ours["mrr"][~within] == 0).all())
-
+    both = t_codes + t_metrics
     lines = [
-        f"metric engine: {n:,} synthetic queries x {DEPTH} hits, 1-5 graded relevant docs each "
-        f"(seed {SEED}); 21 per-query metrics (hit/P/recall/nDCG @ "
-        f"{','.join(map(str, CUTOFFS))} + MRR@10)",
+        f"Part 2 — side by side on the first {p:,} queries (21 metrics; peers' input dicts "
+        "not counted)",
+        f"{'step':50}{'wall s':>9}{'vs kebab codes':>16}",
+        f"{'kebab: table from Python string-id lists':50}{t_lists:>9.3f}",
+        f"{'kebab: table from integer codes':50}{t_codes:>9.3f}",
+        f"{'kebab: the 21 metric functions':50}{t_metrics:>9.3f}",
+        f"{'kebab: codes table + metrics':50}{both:>9.3f}{1:>15.1f}x",
+        f"{'kebab: lists table + metrics':50}{t_lists + t_metrics:>9.3f}"
+        f"{(t_lists + t_metrics) / both:>15.1f}x",
+        f"{'pytrec_eval: evaluate(run)':50}{t_pytrec:>9.3f}{t_pytrec / both:>15.1f}x",
+        f"{'ranx (numba, warm), 1 thread':50}{t_ranx1:>9.3f}{t_ranx1 / both:>15.1f}x",
+        f"{f'ranx (numba, warm), {threads} threads':50}{t_ranxn:>9.3f}{t_ranxn / both:>15.1f}x",
+        f"tables from lists and from codes identical: {same_table}; max |kebab - pytrec_eval| "
+        f"{worst_trec:.2e}; max |kebab - ranx| {worst_ranx:.2e}; MRR@10 = 0 where the first "
+        f"relevant rank > 10: {mrr_beyond_10_is_0}",
+    ]
+    ok = same_table and worst_trec < 1e-9 and worst_ranx < 1e-9 and mrr_beyond_10_is_0
+    return lines, ok
+
+
+FAMILIES = ("hit", "precision", "recall", "ndcg")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("n", nargs="?", type=int, default=1_000_000)
+    parser.add_argument("--peer-queries", type=int, default=100_000)
+    args = parser.parse_args()
+    n, small = args.n, max(1, args.n // 5)
+    load_before = os.getloadavg()[0]
+    data = synthetic(n, np.random.default_rng(SEED))
+    big, fifth = kebab_at(n, data), kebab_at(small, data)
+    peer_lines, ok = (peers(min(args.peer_queries, n), data) if args.peer_queries > 0
+                      else (["Part 2 skipped (--peer-queries 0)"], True))
+    ratio = big["both"] / fifth["both"]
+    ratio_cpu = big["both_cpu"] / fifth["both_cpu"]
+    lines = [
+        f"metric engine: synthetic queries x {DEPTH} hits, 1-5 graded relevant docs each (seed "
+        f"{SEED}); 21 per-query metrics (hit/P/recall/nDCG @ {','.join(map(str, CUTOFFS))} + "
+        f"MRR@10); load average {load_before:.1f} at start, {os.getloadavg()[0]:.1f} at end "
+        f"on {os.cpu_count()} CPUs; NUMPY_MADVISE_HUGEPAGE="
+        f"{os.environ.get('NUMPY_MADVISE_HUGEPAGE', 'unset (numpy default: 1)')}",
         "",
-        f"{'step':46}{'seconds':>10}",
-        f"{'kebab: table from Python string-id lists':46}{t_lists:>10.3f}",
-        f"{'kebab: table from integer codes (vectorised)':46}{t_codes:>10.3f}",
-        f"{'kebab: the 21 metric functions on the table':46}{t_metrics:>10.3f}",
-        f"{'kebab: codes table + metrics':46}{t_codes + t_metrics:>10.3f}",
-        f"{'kebab: lists table + metrics':46}{t_lists + t_metrics:>10.3f}",
-        f"{'pytrec_eval: RelevanceEvaluator(qrels)':46}{t_pytrec_setup:>10.3f}",
-        f"{'pytrec_eval: evaluate(run)':46}{t_pytrec:>10.3f}",
+        "Part 1 — kebab alone, best of 3 (wall s / CPU s)",
+        f"{'queries':>10}{'table':>16}{'21 metrics':>16}{'table + metrics':>18}",
+    ]
+    for size, r in ((small, fifth), (n, big)):
+        lines.append(f"{size:>10,}{r['table']:>8.3f} /{r['table_cpu']:>6.3f}"
+                     f"{r['metrics']:>8.3f} /{r['metrics_cpu']:>6.3f}"
+                     f"{r['both']:>10.3f} /{r['both_cpu']:>6.3f}")
+    lines += [
+        f"ratio {n:,} / {small:,} queries: {ratio:.2f} wall, {ratio_cpu:.2f} CPU (linear = 5; "
+        f"goal <= 5.5); table + metrics at {n:,}: {big['both']:.2f} s wall, "
+        f"{big['both_cpu']:.2f} s CPU (goal < 3 s at 1,000,000)",
         "",
-        f"ratio pytrec evaluate / kebab metric functions:   {t_pytrec / t_metrics:8.1f}x",
-        f"ratio pytrec evaluate / kebab codes table+metrics: "
-        f"{t_pytrec / (t_codes + t_metrics):7.1f}x",
-        f"ratio pytrec evaluate / kebab lists table+metrics: "
-        f"{t_pytrec / (t_lists + t_metrics):7.1f}x",
-        f"tables from lists and from codes identical: {same_table}; "
-        f"max |kebab - pytrec_eval| over all values: {worst:.2e}; "
-        f"MRR@10 = 0 where the first relevant rank > 10: {mrr_beyond_10_is_0}",
-        f"goal (all retrieval metrics < 1 s): metric functions "
-        f"{'met' if t_metrics < 1 else 'NOT met'}; codes table + metrics "
-        f"{'met' if t_codes + t_metrics < 1 else 'NOT met'}; lists table + metrics "
-        f"{'met' if t_lists + t_metrics < 1 else 'NOT met'}",
+        *peer_lines,
     ]
     emit("bench_metrics", "\n".join(lines))
-    return 0 if same_table and worst < 1e-9 else 1
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

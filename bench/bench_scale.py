@@ -1,4 +1,20 @@
-"""Scale: peak memory and wall time of `kebab-mlflow run` as the golden set grows.
+"""Scale: wall time and peak memory of `validate` and `run` as the golden set grows.
+
+Three parts (fresh process each; peak RSS = the child's own ``ru_maxrss`` from ``os.wait4``):
+
+- ``validate``: synthetic golden sets (12-word query, two expected doc ids), ``kebab-mlflow
+  validate FILE`` at each size (default 200,000 and 1,000,000);
+- ``run-file``: a synthetic golden set and a TREC run file of 100 hits per query written by
+  this script (pyarrow's CSV writer), then ``kebab-mlflow run --target run:FILE --k 100 --json``
+  against a fresh SQLite store; the breakdown is the run's own ``timings`` (``index_s`` =
+  loading the golden set and reading + sorting the run file);
+- ``pipeline``: the reference pipeline on SciFact, below.
+
+    .venv/bin/python bench/bench_scale.py validate [--sizes 200000,1000000]
+    .venv/bin/python bench/bench_scale.py run-file [--sizes 100000,300000,1000000]
+    .venv/bin/python bench/bench_scale.py pipeline [--sizes 500,5000,50000]
+
+``pipeline``: peak memory and wall time of `kebab-mlflow run` as the golden set grows.
 
 Synthetic golden sets over the SciFact corpus (5,183 abstracts): each query is one sentence
 sampled (seeded) from a random document, truncated to 30 words, with ``expected_doc_ids`` =
@@ -8,7 +24,6 @@ the index cache is warmed first so every size loads the same cached BM25 index. 
 the child's own ``ru_maxrss`` (``os.wait4``). The baseline is the 5,000-query run: the goal is
 that memory grows far slower than the query count (10x queries -> much less than 10x RSS).
 
-    .venv/bin/python bench/bench_scale.py [--sizes 500,5000,50000] [--seed 0]
 """
 
 from __future__ import annotations
@@ -89,11 +104,7 @@ def measured(golden: Path, store: Path, env: dict) -> dict:
             "per_query_mib": per_query / 2**20}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--sizes", default="500,5000,50000")
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
+def pipeline_main(args: argparse.Namespace) -> None:
     sizes = [int(s) for s in args.sizes.split(",")]
     tmp = Path(tempfile.mkdtemp(prefix="kebab-bench-scale-"))
     env = {**os.environ, "KEBAB_CACHE_DIR": str(tmp / "cache"),
@@ -133,6 +144,150 @@ def main() -> None:
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(text)
     shutil.rmtree(tmp, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------- synthetic sets
+
+N_DOCS = 1_000_000
+HITS = 100
+
+
+def synthetic_set(n: int, seed: int, out: Path) -> Path:
+    """n queries: id, a 12-word text, two expected doc ids (one usually in the run file)."""
+    rng = random.Random(seed)
+    words = [f"w{i}" for i in range(5000)]
+    with out.open("w", encoding="utf-8") as fh:
+        fh.write(f"name: synthetic-{n}\ndescription: seed {seed}\nqueries:\n")
+        for i in range(n):
+            base = _base(i)
+            fh.write(f"  - id: s{i:07d}\n    query: \"{' '.join(rng.choices(words, k=12))}\"\n"
+                     f"    expected_doc_ids: [d{base + rng.randrange(2 * HITS)}, "
+                     f"d{rng.randrange(N_DOCS)}]\n")
+    return out
+
+
+def _base(i: int) -> int:
+    return (i * 7919) % (N_DOCS - 2 * HITS)
+
+
+def synthetic_run_file(n: int, seed: int, out: Path) -> Path:
+    """A TREC run: per query 100 distinct docs from a window of 200, scores descending."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.csv as pa_csv
+
+    rng = np.random.default_rng(seed)
+    options = pa_csv.WriteOptions(include_header=False, delimiter=" ", quoting_style="none")
+    with pa_csv.CSVWriter(str(out), pa.schema([("qid", pa.string()), ("q0", pa.string()),
+                                               ("docid", pa.string()), ("rank", pa.int64()),
+                                               ("score", pa.float64()), ("tag", pa.string())]),
+                          write_options=options) as writer:
+        for start in range(0, n, 10_000):
+            rows = min(10_000, n - start)
+            queries = np.arange(start, start + rows)
+            bases = (queries * 7919) % (N_DOCS - 2 * HITS)
+            offsets = np.argsort(rng.random((rows, 2 * HITS)), axis=1)[:, :HITS]
+            docs = (bases[:, None] + offsets).ravel()
+            ranks = np.tile(np.arange(1, HITS + 1), rows)
+            qid = pc.binary_join_element_wise(
+                "s", pc.utf8_lpad(pc.cast(pa.array(np.repeat(queries, HITS)), pa.string()), 7,
+                                  "0"), "")
+            writer.write_table(pa.table({
+                "qid": qid, "q0": pa.array(["Q0"] * docs.size),
+                "docid": pc.binary_join_element_wise(
+                    "d", pc.cast(pa.array(docs), pa.string()), ""),
+                "rank": pa.array(ranks), "score": pa.array((HITS + 1 - ranks) / 10.0),
+                "tag": pa.array(["synthetic"] * docs.size)}))
+    return out
+
+
+def child(args: list[str], env: dict) -> tuple[float, float, str, float]:
+    """(wall s, peak RSS MiB, stdout, CPU s = user + system) of a fresh process."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(args, env=env, stdout=out, stderr=err, text=True)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        out.seek(0)
+        err.seek(0)
+        code = os.waitstatus_to_exitcode(status)
+        if code != 0:
+            raise SystemExit(f"{args[1]} failed ({code}):\n{err.read()[-3000:]}")
+        return wall, usage.ru_maxrss / 1024, out.read(), usage.ru_utime + usage.ru_stime
+
+
+def validate_main(args: argparse.Namespace) -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="kebab-bench-validate-"))
+    lines = ["bench_scale validate — `kebab-mlflow validate FILE` on synthetic golden sets "
+             f"(seed {args.seed}; fresh process each; load average {os.getloadavg()[0]:.1f})",
+             "", f"{'queries':>10} {'file MiB':>9} {'wall s':>8} {'CPU s':>7} "
+             f"{'peak RSS MiB':>13}"]
+    for n in [int(s) for s in args.sizes.split(",")]:
+        golden = synthetic_set(n, args.seed, tmp / f"g{n}.yaml")
+        wall, rss, _, cpu = child([KEBAB, "validate", str(golden)], dict(os.environ))
+        lines.append(f"{n:>10,} {golden.stat().st_size / 2**20:>9.1f} {wall:>8.1f} {cpu:>7.1f} "
+                     f"{rss:>13.0f}")
+        print(lines[-1], flush=True)
+        golden.unlink()
+    lines += ["", f"load average {os.getloadavg()[0]:.1f} at the end; goal: 200,000 queries in "
+              "< 10 s and < 500 MB (CPU s is the steadier figure on a shared machine)"]
+    _write("bench_scale_validate", lines)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run_file_main(args: argparse.Namespace) -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="kebab-bench-runfile-", dir=args.tmp))
+    env = {**os.environ, "KEBAB_CACHE_DIR": str(tmp / "cache"),
+           "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true"}
+    lines = ["bench_scale run-file — `kebab-mlflow run --target run:FILE --k 100 --json` on "
+             f"synthetic sets of 100 hits a query (seed {args.seed}; fresh process and SQLite "
+             f"store each; load average {os.getloadavg()[0]:.1f} at start on "
+             f"{os.cpu_count()} CPUs)", "",
+             f"{'queries':>10} {'run MiB':>8} {'wall s':>8} {'CPU s':>7} {'peak RSS MiB':>13} "
+             f"{'per_query MiB':>14} {'ndcg_at_10_doc':>15}"]
+    breakdown = []
+    for n in [int(s) for s in args.sizes.split(",")]:
+        golden = synthetic_set(n, args.seed, tmp / f"g{n}.yaml")
+        run_file = synthetic_run_file(n, args.seed, tmp / f"run{n}.trec")
+        store = tmp / f"store-{n}"
+        wall, rss, out, cpu = child(
+            [KEBAB, "run", "--golden", str(golden), "--target", f"run:{run_file}", "--k", "100",
+             "--tracking-uri", f"sqlite:///{store / 'mlflow.db'}", "--json"], env)
+        reply = json.loads(out.strip().splitlines()[-1])
+        per_query = sum(p.stat().st_size for p in store.rglob("per_query.jsonl"))
+        lines.append(f"{n:>10,} {run_file.stat().st_size / 2**20:>8.0f} {wall:>8.1f} "
+                     f"{cpu:>7.1f} {rss:>13.0f} {per_query / 2**20:>14.0f} "
+                     f"{reply['metrics'].get('ndcg_at_10_doc', float('nan')):>15.4f}")
+        print(lines[-1], flush=True)
+        breakdown.append(f"  {n:>9,}: " + ", ".join(
+            f"{k} {v:.1f}" for k, v in reply["timings"].items()))
+        shutil.rmtree(store, ignore_errors=True)
+        for p in (golden, run_file):
+            p.unlink()
+    lines += ["", "where the time goes (s, the run's own `timings`):", *breakdown]
+    _write("bench_scale_run_file", lines)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _write(name: str, lines: list[str]) -> None:
+    text = "\n".join(lines) + "\n"
+    print(text)
+    (RESULTS.parent / f"{name}.txt").write_text(text)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("part", choices=("validate", "run-file", "pipeline"))
+    parser.add_argument("--sizes", default=None)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--tmp", default=None, help="folder for the generated files")
+    args = parser.parse_args()
+    args.sizes = args.sizes or {"validate": "200000,1000000",
+                                "run-file": "100000,300000,1000000",
+                                "pipeline": "500,5000,50000"}[args.part]
+    {"validate": validate_main, "run-file": run_file_main, "pipeline": pipeline_main}[
+        args.part](args)
 
 
 if __name__ == "__main__":

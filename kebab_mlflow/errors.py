@@ -12,6 +12,7 @@
      │    │    └── DenseUnavailableError   the dense backend's model or libraries missing
      │    ├── CorpusError           corpus folder / BEIR file, ids missing from the index
      │    ├── PerQueryError         a per_query.jsonl that cannot be read back
+     │    ├── TrecFileError         TREC qrels / topics for import-trec, with file:line
      │    └── CalibrationError      a calibrator that cannot be fitted or read
      ├── TrackingError              MLflow store or server unreachable, auth refused
      ├── RunNotFoundError           a run reference that matches nothing (or too much)
@@ -19,11 +20,14 @@
      │    └── ComparisonRefused     ... with every reason at once
      ├── OutputError                the output cannot be written: broken pipe, unwritable --out
      ├── TargetError                a user pipeline target that cannot be loaded
-     │    └── TargetOptionsError    bad ``?key=value`` options of a target spec
+     │    ├── TargetOptionsError    bad ``?key=value`` options of a target spec
+     │    └── RunFileError          a ``run:`` file with bad lines (each with file:line)
      ├── QueryFailed                --fail-fast: a query raised (exit 1)
      └── RunInterrupted             Ctrl-C / SIGTERM: the run ended KILLED (exit 130)
 
     ReplyError (not a KebabError)   one target reply unusable: becomes that query's error
+    YamlFallback (internal)         a YAML construct the one-pass composer leaves to PyYAML
+    ArrowUnusable (internal)        a run file pyarrow cannot split: read line by line
 
 The CLI maps every KebabError to its ``exit_code`` and prints ``str(error)``; no traceback.
 """
@@ -110,6 +114,10 @@ class PerQueryError(InputError):
     pass
 
 
+class TrecFileError(InputError):
+    """TREC qrels or topics that cannot be read (every bad line, with file:line)."""
+
+
 class CalibrationError(InputError):
     """A calibrator that cannot be fitted or read."""
 
@@ -147,6 +155,10 @@ class TargetOptionsError(ProblemsMixin, TargetError):
     """Bad ``?key=value`` options of a target spec; ``problems`` lists every one."""
 
 
+class RunFileError(ProblemsMixin, TargetError):
+    """A ``run:`` target's file that cannot be read; ``problems`` has each bad line."""
+
+
 class QueryFailed(KebabError):
     """--fail-fast: a query raised."""
 
@@ -159,3 +171,13 @@ class RunInterrupted(KebabError):
 
 class ReplyError(Exception):
     """A target's reply to one query is unusable; the message says why (a per-query error)."""
+
+
+class YamlFallback(Exception):
+    """Internal: a construct (anchor, alias, tag, merge key) that
+    :mod:`kebab_mlflow.yaml_source`'s one-pass composer leaves to PyYAML's full safe load."""
+
+
+class ArrowUnusable(Exception):
+    """Internal: pyarrow is missing or cannot split a run file on one delimiter; the line
+    reader takes over (and names a malformed line)."""

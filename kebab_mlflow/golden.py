@@ -15,11 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from kebab_mlflow import names
 from kebab_mlflow.errors import GoldenSetError, Problem
-from kebab_mlflow.yaml_source import child, location, parse
+from kebab_mlflow.yaml_source import child, location, parse, sequence_items
 
 DEFAULT_METADATA_FIELDS = ("agency", "project", "budget", "deadline")
 MAX_GRADE = 2**31 - 1
@@ -48,9 +46,10 @@ QUERY_FIELDS: dict[str, tuple[tuple[type, ...], str]] = {
     "difficulty": ((str, int), "a string"),
     "lang": _STR,
 }
+_QUERY_KEYS = set(QUERY_FIELDS)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GoldenQuery:
     id: str
     query: str
@@ -130,81 +129,36 @@ def parse_golden_set(raw: bytes, source: str) -> GoldenSet:
     return _build(data, node, source, hashlib.sha256(raw).hexdigest())
 
 
+@dataclass(frozen=True)
+class _Header:
+    """The file-level settings of a golden set."""
+
+    name: str
+    private: bool = False
+    case_insensitive: bool = False
+    description: str = ""
+    metadata_fields: tuple[str, ...] = DEFAULT_METADATA_FIELDS
+    corpus: str = ""  # where the corpus is (import-beir writes it), resolved against the file
+    primary_metric: str | None = None  # the metric compare decides on
+
+
 def _build(data: Any, node: Any, source: str, digest: str) -> GoldenSet:
     def at(node: Any) -> str:
         return location(source, node)
 
     problems: list[Problem] = []
-    name = Path(source).stem
-    private = False
-    case_insensitive = False
-    description = ""
-    primary_metric = None
-    metadata_fields = DEFAULT_METADATA_FIELDS
-    queries_node = node
-    corpus = ""
-
-    if isinstance(data, dict):
-        for key in sorted(set(map(str, data)) - TOP_LEVEL_KEYS):
-            problems.append(Problem(f"unknown top-level key {key!r} (known: "
-                                    f"{', '.join(sorted(TOP_LEVEL_KEYS))})",
-                                    at(child(node, key))))
-        name = _top(data, "name", str, name, problems, at, node)
-        private = _top(data, "private", bool, False, problems, at, node)
-        case_insensitive = _top(data, "case_insensitive", bool, False, problems, at, node)
-        description = _top(data, "description", str, "", problems, at, node)
-        if "corpus" in data:  # where the corpus is, relative to this file (import-beir writes it)
-            corpus = _top(data, "corpus", str, "", problems, at, node)
-            corpus = str(Path(source).parent / corpus) if corpus else ""
-        primary_metric = data.get("primary_metric")
-        if primary_metric is not None and not (isinstance(primary_metric, str)
-                                               and re.fullmatch(r"[a-z][a-z0-9_]*",
-                                                                primary_metric)):
-            problems.append(Problem("'primary_metric' must be a metric name such as "
-                                    "ndcg_at_10_doc", at(child(node, "primary_metric"))))
-            primary_metric = None
-        mf = data.get("metadata_fields", list(DEFAULT_METADATA_FIELDS))
-        if isinstance(mf, list) and all(isinstance(x, str) for x in mf):
-            metadata_fields = tuple(mf)
-        else:
-            problems.append(Problem("metadata_fields must be a list of strings",
-                                    at(child(node, "metadata_fields"))))
-        queries = data.get("queries")
-        queries_node = child(node, "queries")
-        if queries is None:
-            problems.append(Problem("missing required top-level key 'queries'", at(node)))
-            queries = []
-    elif isinstance(data, list):
-        queries = data
-    else:
-        raise GoldenSetError("invalid golden set", [Problem(
-            "top level must be a mapping with 'queries' or a list of queries", at(node))])
-
-    if not isinstance(queries, list):
-        problems.append(Problem("'queries' must be a list", at(queries_node)))
-        queries = []
-    item_nodes = queries_node.value if isinstance(queries_node, yaml.SequenceNode) else []
-
-    parsed: list[GoldenQuery] = []
-    identities: list[_Identity] = []
-    for i, item in enumerate(queries):
-        item_node = item_nodes[i] if i < len(item_nodes) else None
-        q = _parse_query(item, item_node, i, at, problems, metadata_fields, case_insensitive)
-        if q is not None:
-            parsed.append(q)
-        identity = _identity(item, item_node)
-        if identity is not None:
-            identities.append(identity)
+    header, queries, queries_node = _header(data, node, source, at, problems)
+    parsed, identities = _parse_queries(queries, sequence_items(queries_node), header, at, problems)
     if not queries and not problems:
         problems.append(Problem("the golden set has no queries", at(node)))
     # cross-query checks see every query with an id, also those with problems of their own,
     # so a duplicate id is reported together with the rest
     problems += _cross_query_problems(identities, source)
-    problems += _mlflow_name_problems(name, metadata_fields, parsed, node, at)
+    problems += _mlflow_name_problems(header.name, header.metadata_fields, parsed, node, at)
     if problems:
         raise GoldenSetError(f"invalid golden set {source}", problems)
-    return GoldenSet(name, tuple(parsed), source, private, metadata_fields, description, digest,
-                     corpus, primary_metric)
+    return GoldenSet(header.name, tuple(parsed), source, header.private, header.metadata_fields,
+                     header.description, digest, header.corpus, header.primary_metric)
 
 
 def _mlflow_name_problems(name: str, metadata_fields: tuple[str, ...],
@@ -213,7 +167,7 @@ def _mlflow_name_problems(name: str, metadata_fields: tuple[str, ...],
     """What MLflow would refuse once the run exists (kebab_mlflow/names.py): the set's name as
     a dataset name, every breakdown group as part of a metric key; two groups whose keys would
     be one are a problem too."""
-    where_name = at(child(node, "name") if isinstance(node, yaml.MappingNode) else None)
+    where_name = at(child(node, "name") or node)
     problems = [Problem(why, where_name) for why in (
         names.length_problem("'name'", name, names.MAX_DATASET_NAME),) if why]
     groups = [("by_metadata_field", f, at(child(node, "metadata_fields")), None)
@@ -232,6 +186,79 @@ def _mlflow_name_problems(name: str, metadata_fields: tuple[str, ...],
     return list(dict.fromkeys(problems))
 
 
+def _header(data: Any, node: Any, source: str, at: Callable[[Any], str],
+            problems: list[Problem]) -> tuple[_Header, list[Any], Any]:
+    """(file settings, the query items, their sequence node) of a mapping or a bare list."""
+    if isinstance(data, list):
+        return _Header(Path(source).stem), data, node
+    if not isinstance(data, dict):
+        raise GoldenSetError("invalid golden set", [Problem(
+            "top level must be a mapping with 'queries' or a list of queries", at(node))])
+    for key in sorted(set(map(str, data)) - TOP_LEVEL_KEYS):
+        problems.append(Problem(f"unknown top-level key {key!r} (known: "
+                                f"{', '.join(sorted(TOP_LEVEL_KEYS))})", at(child(node, key))))
+    mf = data.get("metadata_fields", list(DEFAULT_METADATA_FIELDS))
+    if isinstance(mf, list) and all(isinstance(x, str) for x in mf):
+        metadata_fields = tuple(mf)
+    else:
+        metadata_fields = DEFAULT_METADATA_FIELDS
+        problems.append(Problem("metadata_fields must be a list of strings",
+                                at(child(node, "metadata_fields"))))
+    corpus = ""
+    if "corpus" in data:  # where the corpus is, relative to this file (import-beir writes it)
+        corpus = _top(data, "corpus", str, "", problems, at, node)
+        corpus = str(Path(source).parent / corpus) if corpus else ""
+    header = _Header(_top(data, "name", str, Path(source).stem, problems, at, node),
+                     _top(data, "private", bool, False, problems, at, node),
+                     _top(data, "case_insensitive", bool, False, problems, at, node),
+                     _top(data, "description", str, "", problems, at, node), metadata_fields,
+                     corpus, _primary_metric(data, node, at, problems))
+    queries, queries_node = data.get("queries"), child(node, "queries")
+    if queries is None:
+        problems.append(Problem("missing required top-level key 'queries'", at(node)))
+        queries = []
+    elif not isinstance(queries, list):
+        problems.append(Problem("'queries' must be a list", at(queries_node)))
+        queries = []
+    return header, queries, queries_node
+
+
+def _parse_queries(queries: list[Any], item_nodes: list[Any], header: _Header,
+                   at: Callable[[Any], str], problems: list[Problem]
+                   ) -> tuple[list[GoldenQuery], list[_Identity]]:
+    """Each item checked and built; the parsed YAML item is released as soon as its record
+    exists, so a large file does not hold both at once."""
+    parsed: list[GoldenQuery] = []
+    identities: list[_Identity] = []
+    for i, item in enumerate(queries):
+        item_node = item_nodes[i] if i < len(item_nodes) else None
+        q = _parse_query(item, item_node, i, at, problems, header.metadata_fields,
+                         header.case_insensitive)
+        if q is not None:
+            parsed.append(q)
+            identities.append(_Identity(q.id, q.line, q.group, q.expected_doc_ids))
+        else:
+            identity = _identity(item, item_node)
+            if identity is not None:
+                identities.append(identity)
+        queries[i] = None
+        if i < len(item_nodes):
+            item_nodes[i] = None
+    return parsed, identities
+
+
+def _primary_metric(data: dict, node: Any, at: Callable[[Any], str],
+                    problems: list[Problem]) -> str | None:
+    """The metric compare decides on, when the file names one (checked against the registry
+    when a run starts: the cut-offs decide which names exist)."""
+    value = data.get("primary_metric")
+    if value is None or (isinstance(value, str) and re.fullmatch(r"[a-z][a-z0-9_]*", value)):
+        return value
+    problems.append(Problem("'primary_metric' must be a metric name such as ndcg_at_10_doc",
+                            at(child(node, "primary_metric"))))
+    return None
+
+
 def _top(data: dict, key: str, typ: type, default: Any, problems, at, node) -> Any:
     value = data.get(key, default)
     if value is None or not isinstance(value, typ):
@@ -244,20 +271,20 @@ def _top(data: dict, key: str, typ: type, default: Any, problems, at, node) -> A
 def _parse_query(item: Any, node: Any, index: int, at: Callable[[Any], str],
                  problems: list[Problem], metadata_fields: tuple[str, ...],
                  file_ci: bool) -> GoldenQuery | None:
-    where = at(node)
     if not isinstance(item, dict):
-        problems.append(Problem(f"query #{index + 1} must be a mapping", where))
+        problems.append(Problem(f"query #{index + 1} must be a mapping", at(node)))
         return None
     qid = item.get("id")
     qid_str = str(qid) if isinstance(qid, (str, int)) and not isinstance(qid, bool) else None
     before = len(problems)
 
     def bad(message: str, key: str | None = None) -> None:
-        loc = at(child(node, key)) if key else where
+        loc = at(child(node, key)) if key else at(node)
         problems.append(Problem(message, loc, qid_str))
 
-    for key in sorted(set(map(str, item)) - set(QUERY_FIELDS)):
-        bad(f"unknown key {key!r}", key)
+    if not item.keys() <= _QUERY_KEYS:
+        for key in sorted(set(map(str, item)) - _QUERY_KEYS):
+            bad(f"unknown key {key!r}", key)
     for key in ("id", "query"):
         if key not in item or item[key] is None:
             bad(f"missing required key {key!r}")
@@ -294,7 +321,7 @@ def _parse_query(item: Any, node: Any, index: int, at: Callable[[Any], str],
         case_insensitive=bool(item.get("case_insensitive", file_ci)), query_type=qtype,
         hardcase_categories=strs("hardcase_categories"), metadata_field=mfield,
         group=opt("group"), difficulty=opt("difficulty"), lang=opt("lang"),
-        line=node.start_mark.line + 1 if node is not None else 0)
+        line=node.line + 1 if node is not None else 0)
 
 
 def _doc_grades(value: Any, bad) -> dict[str, int]:
@@ -341,7 +368,7 @@ def _identity(item: Any, node: Any) -> _Identity | None:
     problems: list[str] = []  # already reported by _parse_query; here they only disqualify
     grades = _doc_grades(raw, lambda message, key=None: problems.append(message))
     readable = raw is None or isinstance(raw, (list, dict)) and not problems
-    line = node.start_mark.line + 1 if node is not None else 0
+    line = node.line + 1 if node is not None else 0
     return _Identity(str(qid), line, group, grades if readable else None)
 
 

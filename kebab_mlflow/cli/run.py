@@ -69,7 +69,8 @@ def run(
     seed: Annotated[int, typer.Option(help="seed recorded with the run")] = 0,
     fail_fast: Annotated[bool, typer.Option(help="stop at the first query that raises")] = False,
     target: Annotated[str | None, typer.Option(
-        help="evaluate another system: python:mod:attr, http://..., cmd:TEMPLATE")] = None,
+        help="evaluate another system: python:mod:attr, http://..., cmd:TEMPLATE, "
+        "or its run file: run:FILE")] = None,
     concurrency: Annotated[int, typer.Option(help="parallel queries for I/O-bound targets")] = 1,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object on stdout")]
     = False,

@@ -152,13 +152,17 @@ def reference_pipeline(preset: str = "naive_baseline", corpus: str | Path = "fix
     return pipeline
 
 
-def as_pipeline(pipeline: Any, concurrency: int = 1) -> tuple[Any, PipelineSource]:
-    """A pipeline object and what to record of it, from an object, a function or a spec."""
+def as_pipeline(pipeline: Any, concurrency: int = 1,
+                golden: GoldenSet | None = None) -> tuple[Any, PipelineSource]:
+    """A pipeline object and what to record of it, from an object, a function or a spec.
+    With ``golden``, a target that matches queries by id (a run file) reports its matching."""
     if isinstance(pipeline, str):
         from kebab_mlflow.targets import load_target
 
-        return load_target(pipeline, concurrency=concurrency), \
-            PipelineSource("target", "target", target=pipeline)
+        target = load_target(pipeline, concurrency=concurrency)
+        if golden is not None and hasattr(target, "match_golden"):
+            target.match_golden(q.id for q in golden.queries)
+        return target, PipelineSource("target", "target", target=pipeline)
     source = getattr(pipeline, "source", None)
     if isinstance(source, PipelineSource):
         return pipeline, source
@@ -190,7 +194,7 @@ def evaluate(pipeline: Any, golden: GoldenSet | str | Path, *, k: int = 10,
     golden = with_ask(golden, ask)
     ks = tuple(run_cutoffs(k, cutoffs))
     t0 = time.perf_counter()
-    pipeline, source = as_pipeline(pipeline, concurrency)
+    pipeline, source = as_pipeline(pipeline, concurrency, golden)
     if hasattr(pipeline, "chunk_ids") and hasattr(pipeline, "doc_ids"):
         check_expected_ids(golden, pipeline.chunk_ids, pipeline.doc_ids)
     index_s = time.perf_counter() - t0

@@ -182,7 +182,8 @@ def _answer(pipeline: Any, query: GoldenQuery, hits, error, seconds,
 def _run_many(pipeline: Any, queries: Sequence[GoldenQuery], depth: int) -> list[QueryResult]:
     """``run_many([(text, ask)], k) -> [(hits, answer | None, error | None, seconds)]`` in
     input order; the target may work on several queries at once (see targets.py)."""
-    replies = pipeline.run_many([(q.query, q.ask) for q in queries], depth)
+    by_id = getattr(pipeline, "keyed_by_id", False)  # a run file looks hits up by query id
+    replies = pipeline.run_many([(q.id if by_id else q.query, q.ask) for q in queries], depth)
     results = []
     for q, (hits, answer, error, seconds) in zip(queries, replies, strict=True):
         hits = tuple(hits or ())

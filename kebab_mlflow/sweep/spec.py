@@ -13,10 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 from kebab_mlflow.errors import ConfigError, Problem, SweepError
-from kebab_mlflow.yaml_source import child, location, parse
+from kebab_mlflow.yaml_source import child, location, parse, sequence_items
 
 DEFAULT_FLOORS = ("random_retrieval", "single_chunk")
 
@@ -342,7 +341,7 @@ def _rows(items: Any, node: Any, source: str, shared: Mapping[str, Any], default
     if not isinstance(items, list) or not items:
         problems.append(Problem("'rows' must be a non-empty list of rows", where_rows))
         return []
-    item_nodes = node.value if isinstance(node, yaml.SequenceNode) else []
+    item_nodes = sequence_items(node)
     rows: list[SweepRow] = []
     seen: dict[str, str] = {}
 

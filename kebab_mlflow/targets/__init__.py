@@ -1,4 +1,5 @@
-"""Evaluate any system that can answer a query: ``--target python:…``, ``http://…``, ``cmd:…``.
+"""Evaluate any system that can answer a query: ``--target python:…``, ``http://…``, ``cmd:…``,
+or its precomputed output: ``run:PATH`` (a TREC or JSON run file).
 
 :func:`load_target` turns a spec into a :class:`~kebab_mlflow.targets.base.Target`;
 :func:`check_target` validates one without starting it. See :mod:`.base` for the contract.
@@ -14,6 +15,7 @@ from kebab_mlflow.targets.base import Target
 from kebab_mlflow.targets.cmd import load_cmd
 from kebab_mlflow.targets.http import load_http, parse_http
 from kebab_mlflow.targets.python import load_python, parse_python
+from kebab_mlflow.targets.run import load_run, parse_run_spec
 from kebab_mlflow.targets.spec import redacted
 
 
@@ -43,15 +45,18 @@ def _load(spec: str, concurrency: int) -> Target:
         return load_http(spec, concurrency)
     if spec.startswith("cmd:"):
         return load_cmd(spec, concurrency)
+    if spec.startswith("run:"):
+        return load_run(spec)
     scheme = spec.split(":", 1)[0] + ":" if ":" in spec else repr(spec)
     raise TargetError(f"unknown target kind {scheme} in --target {spec!r}; expected "
-                      "python:MODULE:ATTR, http(s)://URL or cmd:TEMPLATE")
+                      "python:MODULE:ATTR, http(s)://URL, cmd:TEMPLATE or run:PATH")
 
 
 def check_target(spec: str) -> None:
     """What can be checked of a spec without running the target (a sweep's up-front check): its
-    kind, syntax and options, a ``python:`` file or ``cmd:`` program that exists. Importing the
-    module, probing the server and the versions are left to :func:`load_target` at row time."""
+    kind, syntax and options, a ``python:`` file, ``cmd:`` program or ``run:`` file that exists.
+    Importing the module, probing the server, reading the run file and the versions are left to
+    :func:`load_target` at row time."""
     spec = spec.strip()
     with _redacted_errors():
         _check(spec)
@@ -64,6 +69,8 @@ def _check(spec: str) -> None:
         parse_http(spec)
     elif spec.startswith("cmd:"):
         load_cmd(spec, 1)  # runs nothing: checks the template and that the program exists
+    elif spec.startswith("run:"):
+        parse_run_spec(spec)  # the file exists; reading it waits for the row
     else:
         load_target(spec)  # the unknown-kind error
 

@@ -22,6 +22,7 @@ OPTIONS = {
     "python": (),
     "http": ("timeout", "retries", "backoff", "jitter", "seed", "versions_url", "max_bytes"),
     "cmd": ("timeout",),
+    "run": (),
 }
 
 

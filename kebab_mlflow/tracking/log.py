@@ -130,7 +130,7 @@ def prepare(options: RunOptions, on_status: Callable[[str], None] = lambda s: No
     cutoffs = tuple(run_cutoffs(options.k, options.cutoffs))
     _check_primary_metric(golden)  # after the cut-offs: they register their metrics
     if options.target:
-        pipeline, source = as_pipeline(options.target, options.concurrency)
+        pipeline, source = as_pipeline(options.target, options.concurrency, golden)
     else:
         corpus = corpus_to_use(options.corpus, golden)
         on_status(f"corpus: {corpus}" + ("" if options.corpus or not golden.corpus

@@ -1,0 +1,292 @@
+"""``--target run:PATH``: a precomputed run file — a system's output evaluated without running it.
+
+Formats (plain or gzipped, told apart by the content, not the name):
+
+- TREC: one line per hit, ``qid Q0 docid rank score tag``, fields split by whitespace;
+- ranx / JSON: ``{"qid": {"docid": score, ...}, ...}``.
+
+Conventions, as trec_eval (checked against pytrec_eval in ``tests/test_run_target.py``):
+
+- **Order**: a query's hits are sorted by score descending, ties by doc id *descending*
+  (byte order, trec_eval's ``strcmp``); the file's rank column and line order are ignored.
+- Hits are **documents**: each hit's ``chunk_id`` and ``doc_id`` are the file's doc id, so the
+  ``_doc`` metrics are the ones to read (a chunk-level metric compares the golden set's
+  ``expected_chunk_ids`` with the file's ids as they are).
+- Queries are matched by **id** (not text). A golden query absent from the file has no hits (a
+  miss, counted in ``no_hit_rate``); query ids of the file that are not in the golden set are
+  counted and reported on stderr, and ignored. A doc id listed twice for one query makes that
+  query's error (``duplicate chunk id``), as any target's duplicate hit does.
+- **Versions**: each of the five version keys is ``<file name>@<first 12 hex of its sha256>``
+  unless the spec gives it (``run:run.trec?index_version=bm25-v3``).
+
+A file of 100 million lines is read with pyarrow's multi-threaded CSV reader into columns and
+sorted once with numpy; a file pyarrow cannot split on one delimiter (runs of spaces) is read
+line by line, with ``file:line`` for a malformed line.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from kebab_mlflow.errors import (
+    ArrowUnusable,
+    Problem,
+    RunFileError,
+    TargetError,
+    TargetOptionsError,
+)
+from kebab_mlflow.progress import warn
+from kebab_mlflow.records import VERSION_KEYS, Answer, Hit, VersionSnapshot
+from kebab_mlflow.targets.base import Target
+from kebab_mlflow.targets.spec import split_options
+
+MAX_LISTED = 5  # ids shown when some do not match
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+@dataclass(frozen=True)
+class RunColumns:
+    """A run file as columns, one entry per line (hit)."""
+
+    query_ids: Sequence[str]
+    doc_ids: Sequence[str]
+    scores: np.ndarray
+
+
+class RankedRun:
+    """Every query's hits in trec_eval order, held as int32 doc codes and float64 scores
+    (12 bytes a hit once loaded)."""
+
+    def __init__(self, columns: RunColumns):
+        q_codes, self.query_ids = _factorize(columns.query_ids)
+        d_codes, docs = _factorize(columns.doc_ids)
+        self.docs = list(docs)
+        # the doc's place in byte order, negated: ties sort by doc id descending (trec_eval)
+        doc_order = np.empty(len(docs), dtype=np.int32)
+        doc_order[np.argsort(np.array(docs, dtype=object), kind="stable")] = -np.arange(
+            len(docs), dtype=np.int32)
+        order = np.lexsort((doc_order[d_codes], -columns.scores, q_codes))
+        self.doc_codes = d_codes[order]
+        self.scores = np.ascontiguousarray(columns.scores[order], dtype=np.float64)
+        self.bounds = np.searchsorted(q_codes[order], np.arange(len(self.query_ids) + 1))
+        self.row_of = {qid: i for i, qid in enumerate(self.query_ids)}
+
+    def __len__(self) -> int:
+        return len(self.query_ids)
+
+    def hits(self, query_id: str, k: int) -> tuple[Hit, ...]:
+        row = self.row_of.get(query_id)
+        if row is None:
+            return ()
+        start = int(self.bounds[row])
+        end = min(int(self.bounds[row + 1]), start + k)
+        docs = self.docs
+        return tuple(Hit(docs[code], docs[code], score, rank)
+                     for rank, (code, score) in enumerate(
+                         zip(self.doc_codes[start:end].tolist(),
+                             self.scores[start:end].tolist(), strict=True), 1))
+
+
+class RunFileTarget(Target):
+    """Hits looked up by query id in a :class:`RankedRun`; no answers."""
+
+    kind = "run"
+    answers = False
+    keyed_by_id = True  # the runner passes query ids, not texts
+
+    def __init__(self, spec: str, path: Path, run: RankedRun, versions: VersionSnapshot):
+        super().__init__(spec, versions, 1)
+        self.path = path
+        self.run = run
+        self.unmatched_query_ids = 0
+        self.queries_without_hits = 0
+
+    def query(self, text: str, k: int, ask: bool) -> tuple[tuple[Hit, ...], Answer | None]:
+        return self.run.hits(text, k), None
+
+    def match_golden(self, query_ids: Iterable[str]) -> None:
+        """Count (and warn about) file queries not in the golden set and golden queries not
+        in the file."""
+        golden = set(query_ids)
+        extra = sorted(set(self.run.query_ids) - golden)
+        absent = sorted(golden - set(self.run.row_of))
+        self.unmatched_query_ids, self.queries_without_hits = len(extra), len(absent)
+        if extra:
+            warn(f"run file {self.path.name}: {len(extra)} query id(s) not in the golden set, "
+                 f"ignored: {_listed(extra)}")
+        if absent:
+            warn(f"run file {self.path.name}: {len(absent)} golden query id(s) not in the file, "
+                 f"scored as no hits: {_listed(absent)}")
+
+
+def _listed(ids: Sequence[str]) -> str:
+    more = f", … ({len(ids) - MAX_LISTED} more)" if len(ids) > MAX_LISTED else ""
+    return ", ".join(ids[:MAX_LISTED]) + more
+
+
+def parse_run_spec(spec: str) -> tuple[Path, dict[str, str]]:
+    """``run:PATH?version_key=value`` → (path, versions); the file must exist."""
+    path_text, options = split_options(spec[len("run:"):], "run", strict=True)
+    if not path_text.strip():
+        raise TargetError(f"--target {spec!r}: expected run:PATH (a TREC or JSON run file)")
+    path = Path(path_text.strip()).expanduser()
+    if not path.is_file():
+        raise TargetError(f"--target {spec!r}: run file {path} not found")
+    empty = [k for k, v in options.items() if not v.strip()]
+    if empty:
+        raise TargetOptionsError(f"bad options in --target {spec}",
+                                 [Problem(f"{k} is empty", "--target") for k in empty])
+    return path, options
+
+
+def load_run(spec: str) -> RunFileTarget:
+    path, configured = parse_run_spec(spec)
+    digest = _sha256(path)
+    columns = read_run_file(path)
+    default = f"{path.name}@{digest[:12]}"
+    versions = VersionSnapshot(**{k: configured.get(k, default) for k in VERSION_KEYS})
+    return RunFileTarget(spec, path, RankedRun(columns), versions)
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def read_run_file(path: Path) -> RunColumns:
+    """The columns of a TREC or JSON run file (gzipped or not)."""
+    with path.open("rb") as fh:
+        head = fh.read(2)
+    gzipped = head == GZIP_MAGIC
+    with (gzip.open(path, "rb") if gzipped else path.open("rb")) as fh:
+        first = fh.read(4096).lstrip()
+    if first.startswith(b"{"):
+        return _read_json(path, gzipped)
+    try:
+        return _read_trec_arrow(path, gzipped, first)
+    except ArrowUnusable:
+        return _read_trec_lines(path, gzipped)
+
+
+def _read_trec_arrow(path: Path, gzipped: bool, first: bytes) -> RunColumns:
+    try:
+        import pyarrow as pa
+        import pyarrow.csv as pa_csv
+    except ImportError:
+        raise ArrowUnusable from None
+    first_line = first.split(b"\n", 1)[0]
+    delimiter = "\t" if b"\t" in first_line else " "
+    names = ["qid", "q0", "docid", "rank", "score", "tag"]
+    stream = pa.input_stream(str(path), compression="gzip" if gzipped else None)
+    try:
+        table = pa_csv.read_csv(
+            stream,
+            read_options=pa_csv.ReadOptions(column_names=names, block_size=1 << 24),
+            parse_options=pa_csv.ParseOptions(delimiter=delimiter, quote_char=False),
+            convert_options=pa_csv.ConvertOptions(
+                column_types={"qid": pa.string(), "docid": pa.string(), "score": pa.float64()},
+                include_columns=["qid", "docid", "score"]))
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        raise ArrowUnusable from None
+    scores = table.column("score").to_numpy()
+    if (table.column("qid").null_count or table.column("docid").null_count
+            or not np.isfinite(scores).all()):
+        raise ArrowUnusable  # the line reader names the bad line
+    return RunColumns(table.column("qid"), table.column("docid"), scores)
+
+
+def _read_trec_lines(path: Path, gzipped: bool) -> RunColumns:
+    qids: list[str] = []
+    docs: list[str] = []
+    scores: list[float] = []
+    problems: list[Problem] = []
+    opener = gzip.open if gzipped else open
+    with opener(path, "rt", encoding="utf-8") as fh:
+        for number, line in enumerate(fh, 1):
+            fields = line.split()
+            if not fields:
+                continue
+            problem = _trec_problem(fields)
+            if problem:
+                problems.append(Problem(problem, f"{path}:{number}"))
+                if len(problems) >= 20:
+                    break
+                continue
+            qids.append(fields[0])
+            docs.append(fields[2])
+            scores.append(float(fields[4]))
+    if problems:
+        raise RunFileError(f"run file {path} is not a TREC run (qid Q0 docid rank score tag)",
+                           problems)
+    return RunColumns(qids, docs, np.array(scores, dtype=np.float64))
+
+
+def _trec_problem(fields: list[str]) -> str | None:
+    if len(fields) != 6:
+        return f"expected 6 fields (qid Q0 docid rank score tag), found {len(fields)}"
+    try:
+        score = float(fields[4])
+    except ValueError:
+        return f"score {fields[4]!r} is not a number"
+    if not np.isfinite(score):
+        return f"score {fields[4]!r} is not finite"
+    return None
+
+
+def _read_json(path: Path, gzipped: bool) -> RunColumns:
+    opener = gzip.open if gzipped else open
+    try:
+        with opener(path, "rt", encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise TargetError(f"run file {path} is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise TargetError(f"run file {path}: expected {{qid: {{docid: score}}}}")
+    qids: list[str] = []
+    docs: list[str] = []
+    scores: list[float] = []
+    for qid, ranking in data.items():
+        if not isinstance(ranking, dict):
+            raise TargetError(f"run file {path}: query {qid!r} must map doc ids to scores")
+        for doc, score in ranking.items():
+            if isinstance(score, bool) or not isinstance(score, (int, float)) \
+                    or not np.isfinite(score):
+                raise TargetError(f"run file {path}: query {qid!r}, doc {doc!r}: score "
+                                  f"{score!r} is not a finite number")
+            qids.append(str(qid))
+            docs.append(str(doc))
+            scores.append(float(score))
+    return RunColumns(qids, docs, np.array(scores, dtype=np.float64))
+
+
+def _factorize(values: Any) -> tuple[np.ndarray, list[str]]:
+    """(int32 code per value, the distinct values in first-seen order)."""
+    try:
+        import pyarrow as pa
+    except ImportError:
+        pa = None
+    if pa is not None:
+        array = values if isinstance(values, (pa.Array, pa.ChunkedArray)) else pa.array(
+            values, type=pa.string())
+        if isinstance(array, pa.ChunkedArray):
+            array = array.combine_chunks()
+        encoded = array.dictionary_encode()  # int32 codes: 4 bytes a hit
+        return (encoded.indices.to_numpy(zero_copy_only=False), encoded.dictionary.to_pylist())
+    index: dict[str, int] = {}
+    codes = np.fromiter((index.setdefault(v, len(index)) for v in values), dtype=np.int32)
+    return codes, list(index)
+

@@ -1,0 +1,240 @@
+"""``--target run:PATH``: TREC and JSON run files, scored as trec_eval (pytrec_eval) scores them."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+
+import numpy as np
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from kebab_mlflow.cli import app
+from kebab_mlflow.errors import TargetError
+from kebab_mlflow.evaluation.evaluate import evaluate
+from kebab_mlflow.golden import load_golden_set, parse_golden_set
+from kebab_mlflow.targets import check_target, load_target
+from tests.conftest import SHARED
+
+pytrec_eval = pytest.importorskip("pytrec_eval")
+runner = CliRunner()
+CUTS = (1, 3, 5, 10)
+
+
+def _golden_bytes(qrels: dict[str, dict[str, int]]) -> bytes:
+    queries = [{"id": q, "query": f"text of {q}", "expected_doc_ids": rel}
+               for q, rel in qrels.items()]
+    return yaml.safe_dump({"name": "synthetic", "queries": queries}).encode()
+
+
+def _synthetic(seed: int = 3, n_queries: int = 60):
+    """A graded qrels set and a run with many score ties, its lines shuffled (trec_eval ignores
+    line order and the rank column)."""
+    rng = random.Random(seed)
+    qrels, lines = {}, []
+    for i in range(n_queries):
+        qid = f"q{i}"
+        docs = [f"d{rng.randrange(300)}" for _ in range(40)]
+        docs = list(dict.fromkeys(docs))
+        qrels[qid] = {d: rng.choice((1, 1, 2, 3)) for d in rng.sample(docs, 4)} | {
+            f"unretrieved{i}": 1}
+        for rank, doc in enumerate(docs, 1):
+            score = rng.choice((1.0, 1.5, 2.0, 2.5, 3.0))  # ties on purpose
+            lines.append(f"{qid} Q0 {doc} {rank} {score} synthetic")
+    qrels["q_absent"] = {"d1": 1}  # in the golden set, not in the run
+    lines.append("q_stray Q0 d1 1 9.0 synthetic")  # in the run, not in the golden set
+    rng.shuffle(lines)
+    return qrels, lines
+
+
+def _pytrec(qrels, lines):
+    run: dict[str, dict[str, float]] = {}
+    for line in lines:
+        qid, _, doc, _, score, _ = line.split()
+        run.setdefault(qid, {})[doc] = float(score)
+    measures = {"ndcg_cut." + ",".join(map(str, CUTS)), "recall." + ",".join(map(str, CUTS)),
+                "P." + ",".join(map(str, CUTS)), "success." + ",".join(map(str, CUTS))}
+    return pytrec_eval.RelevanceEvaluator(qrels, measures).evaluate(run)
+
+
+def _compare(result, qrels, reference, absent=("q_absent",)):
+    ids = list(result.query_ids)
+    names = {"ndcg_at_{}_doc": "ndcg_cut_{}", "recall_at_{}_doc": "recall_{}",
+             "precision_at_{}_doc": "P_{}", "hit_at_{}_doc": "success_{}"}
+    checked = 0
+    for ours, theirs in names.items():
+        for k in CUTS:
+            values = result.scores[ours.format(k)]
+            for i, qid in enumerate(ids):
+                if qid in absent:  # no hits: every score 0, as trec_eval -c would give
+                    assert values[i] == 0.0
+                    continue
+                assert abs(values[i] - reference[qid][theirs.format(k)]) < 1e-9, (ours, k, qid)
+                checked += 1
+    assert checked == len(names) * len(CUTS) * (len(qrels) - len(absent))
+
+
+@pytest.mark.parametrize("form", ["trec", "trec.gz", "tabs", "spaces", "json", "json.gz"])
+def test_run_file_scores_equal_trec_eval(tmp_path, form, caplog):
+    qrels, lines = _synthetic()
+    golden = tmp_path / "g.yaml"
+    golden.write_bytes(_golden_bytes(qrels))
+    path = tmp_path / f"run.{form}"
+    if form.startswith("json"):
+        run: dict[str, dict[str, float]] = {}
+        for line in lines:
+            qid, _, doc, _, score, _ = line.split()
+            run.setdefault(qid, {})[doc] = float(score)
+        text = json.dumps(run)
+    elif form == "tabs":
+        text = "\n".join(line.replace(" ", "\t") for line in lines) + "\n"
+    elif form == "spaces":  # runs of blanks: pyarrow cannot split it; the line reader can
+        text = "\n".join(line.replace(" ", "   ") for line in lines) + "\n"
+    else:
+        text = "\n".join(lines) + "\n"
+    path.write_bytes(gzip.compress(text.encode()) if form.endswith("gz") else text.encode())
+    result = evaluate(f"run:{path}", golden, k=10)
+    _compare(result, qrels, _pytrec(qrels, lines))
+    err = caplog.text
+    assert "1 query id(s) not in the golden set, ignored: q_stray" in err
+    assert "1 golden query id(s) not in the file, scored as no hits: q_absent" in err
+    assert result.overall["no_hit_rate"] == pytest.approx(1 / len(qrels))
+    assert result.overall["error_rate"] == 0.0
+
+
+def test_ties_break_by_doc_id_descending_as_trec_eval(tmp_path):
+    # a9 > a10 > a1 in byte order: trec_eval ranks a9 first among equal scores
+    path = tmp_path / "r.trec"
+    path.write_text("q Q0 a1 1 1.0 t\nq Q0 a10 2 1.0 t\nq Q0 a9 3 1.0 t\nq Q0 b 4 0.5 t\n")
+    hits = load_target(f"run:{path}").run.hits("q", 10)
+    assert [h.doc_id for h in hits] == ["a9", "a10", "a1", "b"]
+    assert [h.rank for h in hits] == [1, 2, 3, 4]
+    qrels = {"q": {"a10": 1}}
+    ref = pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank"}).evaluate(
+        {"q": {"a1": 1.0, "a10": 1.0, "a9": 1.0, "b": 0.5}})
+    assert ref["q"]["recip_rank"] == 1 / 2  # pytrec_eval agrees: a10 is second
+    assert load_target(f"run:{path}").run.hits("q", 2)[-1].doc_id == "a10"  # cut at k
+
+
+def test_versions_come_from_the_file_unless_the_spec_gives_them(tmp_path):
+    import hashlib
+
+    path = tmp_path / "bm25.trec"
+    path.write_text("q Q0 d 1 1 t\n")
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+    target = load_target(f"run:{path}")
+    assert set(target.versions.as_dict().values()) == {f"bm25.trec@{digest}"}
+    target = load_target(f"run:{path}?index_version=bm25-v3")
+    assert target.versions.index_version == "bm25-v3"
+    assert target.versions.parser_version == f"bm25.trec@{digest}"
+
+
+@pytest.mark.parametrize("content, message", [
+    ("q Q0 d 1 1.0\n", r"r.trec:1: expected 6 fields"),
+    ("q Q0 d 1 1.0 t\nq Q0 e 2 high t\n", r"r.trec:2: score 'high' is not a number"),
+    ("q Q0 d 1 nan t\n", r"r.trec:1: score 'nan' is not finite"),
+    ('{"q": {"d": "x"}}', r"score 'x' is not a finite number"),
+    ('{"q": [1]}', r"must map doc ids to scores"),
+])
+def test_bad_run_files_name_the_line(tmp_path, content, message):
+    path = tmp_path / "r.trec"
+    path.write_text(content)
+    with pytest.raises(TargetError, match=message):
+        load_target(f"run:{path}")
+
+
+def test_bad_specs(tmp_path):
+    with pytest.raises(TargetError, match="not found"):
+        load_target(f"run:{tmp_path / 'nope.trec'}")
+    with pytest.raises(TargetError, match="expected run:PATH"):
+        load_target("run:")
+    path = tmp_path / "r.trec"
+    path.write_text("q Q0 d 1 1 t\n")
+    with pytest.raises(TargetError, match="run targets accept"):
+        load_target(f"run:{path}?timeout=3")
+    check_target(f"run:{path}")  # a sweep's up-front check: the file exists
+    with pytest.raises(TargetError, match="not found"):
+        check_target("run:missing.trec")
+
+
+def test_duplicate_doc_in_a_query_is_that_querys_error(tmp_path):
+    path = tmp_path / "r.trec"
+    path.write_text("q Q0 d 1 2 t\nq Q0 d 2 1 t\nz Q0 d 1 1 t\n")
+    golden = parse_golden_set(_golden_bytes({"q": {"d": 1}, "z": {"d": 1}}), "g.yaml")
+    result = evaluate(f"run:{path}", golden, k=10)
+    rows = result.rows()
+    assert "duplicate chunk id 'd'" in rows[0].error and rows[1].error is None
+    assert result.overall["error_rate"] == 0.5
+
+
+def test_cli_run_records_a_run_file_as_a_target(tmp_path, store_uri):
+    from tests.conftest import mlflow_client
+
+    qrels, lines = _synthetic(n_queries=12)
+    golden = tmp_path / "g.yaml"
+    golden.write_bytes(_golden_bytes(qrels))
+    path = tmp_path / "system.trec"
+    path.write_text("\n".join(lines) + "\n")
+    res = runner.invoke(app, ["run", "--golden", str(golden), "--target", f"run:{path}",
+                              "--k", "10", "--tracking-uri", store_uri, "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    run = mlflow_client(store_uri).get_run(out["run_id"])
+    assert run.info.status == "FINISHED" and run.data.params["target"] == f"run:{path}"
+    assert run.data.params["index_version"].startswith("system.trec@")
+    reference = _pytrec(qrels, lines)
+    present = [q for q in qrels if q != "q_absent"]
+    expected = sum(reference[q]["ndcg_cut_10"] for q in present) / len(qrels)
+    assert abs(out["metrics"]["ndcg_at_10_doc"] - expected) < 1e-9
+    assert "not in the golden set, ignored: q_stray" in res.stderr
+
+
+SCIFACT = SHARED / "datasets" / "scifact"
+
+
+@pytest.mark.skipif(not (SCIFACT / "corpus.jsonl.gz").exists(),
+                    reason="needs ../shared/datasets/scifact (BEIR SciFact)")
+def test_scifact_bm25s_run_file_equals_trec_eval(tmp_path):
+    """A run written by an independent tool (bm25s) for SciFact's test queries: nDCG@10,
+    recall@100 and P@10 equal pytrec_eval's on the same file, query by query."""
+    bm25s = pytest.importorskip("bm25s")
+    from kebab_mlflow.importers.beir import import_beir
+
+    with gzip.open(SCIFACT / "corpus.jsonl.gz", "rt") as fh:
+        corpus = [json.loads(line) for line in fh]
+    with open(SCIFACT / "queries.jsonl") as fh:
+        queries = {q["_id"]: q["text"] for q in map(json.loads, fh)}
+    import_beir(SCIFACT, "test", tmp_path / "scifact.yaml", None)
+    golden = load_golden_set(tmp_path / "scifact.yaml")
+    retriever = bm25s.BM25()
+    retriever.index(bm25s.tokenize([f"{d['title']} {d['text']}" for d in corpus],
+                                   stopwords="en", show_progress=False), show_progress=False)
+    ids = [q.id for q in golden.queries]
+    docs, scores = retriever.retrieve(bm25s.tokenize([queries[i] for i in ids], stopwords="en",
+                                                     show_progress=False),
+                                      k=100, show_progress=False)
+    lines = [f"{qid} Q0 {corpus[d]['_id']} {r + 1} {s:.6f} bm25s"
+             for qid, row, srow in zip(ids, docs, scores, strict=True)
+             for r, (d, s) in enumerate(zip(row, srow, strict=True))]
+    path = tmp_path / "bm25s.trec"
+    path.write_text("\n".join(lines) + "\n")
+    result = evaluate(f"run:{path}", golden, k=100)
+    qrels = {q.id: dict(q.relevant_doc_grades) for q in golden.queries}
+    run: dict[str, dict[str, float]] = {}
+    for line in lines:
+        qid, _, doc, _, score, _ = line.split()
+        run.setdefault(qid, {})[doc] = float(score)
+    reference = pytrec_eval.RelevanceEvaluator(
+        qrels, {"ndcg_cut.10", "recall.100", "P.10", "map_cut.100"}).evaluate(run)
+    for ours, theirs in (("ndcg_at_10_doc", "ndcg_cut_10"), ("recall_at_100_doc", "recall_100"),
+                         ("precision_at_10_doc", "P_10")):
+        mine = result.scores[ours]
+        ref = np.array([reference[q][theirs] for q in ids])
+        assert np.abs(mine - ref).max() < 1e-9, ours
+        assert abs(result.overall[ours] - ref.mean()) < 1e-9
+    if "map_doc" in result.scores:  # the MAP metric, where it exists
+        ref = np.array([reference[q]["map_cut_100"] for q in ids])
+        assert np.abs(result.scores["map_doc"] - ref).max() < 1e-9
+    assert 0.6 < result.overall["ndcg_at_10_doc"] < 0.75  # bm25s on SciFact: about 0.66
