@@ -3,7 +3,9 @@
 A run id (32 hex digits) names one run in the whole store, so it resolves in any experiment;
 names, ``@baseline`` and ``@latest`` are looked up in ``--experiment`` only (a name is unique
 only there, and the baseline and the latest run are properties of an experiment). A 32-hex
-string that is no run's id is then tried as a run name.
+string that is no run's id is then tried as a run name. A shorter hex string (8 to 31 digits,
+as `runs` prints ids at 80 columns) that is no run's name is the prefix of one run's id in
+``--experiment``; a prefix shared by several runs is refused, listing them.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from kebab_mlflow.records import RunRecord
 from kebab_mlflow.tracking.store import BASELINE_TAG, Tracker
 
 _RUN_ID = re.compile(r"[0-9a-f]{32}")
+_RUN_ID_PREFIX = re.compile(r"[0-9a-f]{8,31}")
+PREFIX_SEARCH_LIMIT = 50_000  # runs of the experiment searched for an id prefix
 
 
 def resolve_run(tracker: Tracker, experiment: str, ref: str) -> RunRecord:
@@ -36,6 +40,13 @@ def resolve_run(tracker: Tracker, experiment: str, ref: str) -> RunRecord:
             raise RunNotFoundError(f"experiment {experiment!r} has no finished eval run")
         return runs[0]
     runs = tracker.find_runs([exp], run_name=ref, max_results=50)
+    if not runs and _RUN_ID_PREFIX.fullmatch(ref):
+        runs = [r for r in tracker.find_runs([exp], max_results=PREFIX_SEARCH_LIMIT)
+                if r.run_id.startswith(ref)]
+        if len(runs) > 1:
+            listing = ", ".join(f"{r.run_id} ({r.run_name})" for r in runs[:10])
+            raise RunNotFoundError(f"run id prefix {ref!r} matches {len(runs)} runs in "
+                                   f"{experiment!r}: {listing}; give more digits")
     if not runs:
         raise RunNotFoundError(f"no run named or with id {ref!r} in experiment {experiment!r}")
     if len(runs) > 1:
