@@ -569,8 +569,8 @@ rows:
     text = res.stderr
     assert f"{path}:3: 'resamples' must be at most 100,000, got 1,000,000,000" in text
     assert f"{path}:4: 'executor' must be local, dask or dask:ADDRESS, got 'yarn'" in text
-    assert f"{path}:9: row '.': the MLflow key 'gauge/mrr/./mean' it names is not a plain " \
-           "path" in text
+    assert f"{path}:9: row '.': the MLflow key 'gauge/mrr/./mean' it names is refused by " \
+           "MLflow: MLflow reads it as the path 'gauge/mrr/mean'" in text
     assert f"{path}:10: row '..': the MLflow key 'gauge/mrr/../mean' it names" in text
     assert not (tmp_path / "store").exists()  # nothing ran, the store was never opened
     res = _cli(["sweep", str(FIXTURES / "sweep.yaml"), "--executor", "ray",

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from kebab_mlflow import names
 from kebab_mlflow.errors import ConfigError, Problem, SweepError
 from kebab_mlflow.yaml_source import child, location, parse, sequence_items
 
@@ -261,12 +262,6 @@ def _check_roles(r: FileReader, top: _TopLevel, names: list[str]) -> str | None:
     return primary
 
 
-# MLflow's rules for what the sweep logs (mlflow/utils/validation.py, 3.17): keys of params,
-# metrics and tags of at most 250 characters of these, no path that is not its own normal form
-# ("." / ".." segments); param values of at most 6,000 characters.
-MLFLOW_KEY = re.compile(r"^[/\w.\- :]*$")
-MLFLOW_KEY_MAX = 250
-MLFLOW_PARAM_VALUE_MAX = 6000
 # the gauge's MLflow metrics: gauge/<metric>/<row>/<key> (sweep.outputs logs them)
 ROW_STAT_KEYS = ("mean", "ci_low", "ci_high")
 FLOOR_KEYS = ("gap", "gap_ci_low", "gap_ci_high", "normalized")
@@ -275,20 +270,6 @@ FLOOR_KEYS = ("gap", "gap_ci_low", "gap_ci_high", "normalized")
 def gauge_metric_keys(metrics: Sequence[str], row: str) -> list[str]:
     """Every MLflow metric key the gauge may log for a row (validated before a sweep runs)."""
     return [f"gauge/{m}/{row}/{k}" for m in metrics for k in ROW_STAT_KEYS + FLOOR_KEYS]
-
-
-def mlflow_key_problem(key: str) -> str | None:
-    """Why MLflow would refuse ``key`` as a param, metric or tag key (None: it would not)."""
-    import posixpath
-
-    if len(key) > MLFLOW_KEY_MAX:
-        return f"is {len(key)} characters long (MLflow keys: at most {MLFLOW_KEY_MAX})"
-    if not MLFLOW_KEY.match(key):
-        return "has characters MLflow keys cannot hold (letters, digits, _ - . space : /)"
-    norm = posixpath.normpath(key)
-    if norm != key or norm == "." or norm.startswith(("..", "/")):
-        return "is not a plain path for MLflow ('.' or '..' segments, a leading '/')"
-    return None
 
 
 def check_publishable(spec: SweepSpec, data: Mapping[str, Any], node: Any) -> SweepSpec:
@@ -306,19 +287,20 @@ def check_publishable(spec: SweepSpec, data: Mapping[str, Any], node: Any) -> Sw
                                 f"{spec.resamples:,}", where("resamples")))
     for row in spec.rows:
         for key in (f"row.{row.name}", *gauge_metric_keys(spec.gauge_metrics, row.name)):
-            why = mlflow_key_problem(key)
+            why = names.key_problem(key)
             if why is not None:
                 problems.append(Problem(f"row {row.name!r}: the MLflow key {key!r} it names "
-                                        f"{why}", row.location or where("rows")))
+                                        f"is refused by MLflow: {why}",
+                                        row.location or where("rows")))
                 break
-        if len(describe_row(row)) > MLFLOW_PARAM_VALUE_MAX:
+        if len(describe_row(row)) > names.MAX_PARAM_VALUE:
             problems.append(Problem(f"row {row.name}: its description (param row.{row.name}) "
-                                    f"is over MLflow's {MLFLOW_PARAM_VALUE_MAX} characters",
+                                    f"is over MLflow's {names.MAX_PARAM_VALUE} characters",
                                     row.location or where("rows")))
-    names = ",".join(r.name for r in spec.rows)
-    if len(names) > MLFLOW_PARAM_VALUE_MAX:
-        problems.append(Problem(f"the row names joined ({len(names)} characters, param 'rows') "
-                                f"are over MLflow's {MLFLOW_PARAM_VALUE_MAX}", where("rows")))
+    joined = ",".join(r.name for r in spec.rows)
+    if len(joined) > names.MAX_PARAM_VALUE:
+        problems.append(Problem(f"the row names joined ({len(joined)} characters, param 'rows') "
+                                f"are over MLflow's {names.MAX_PARAM_VALUE}", where("rows")))
     executor = data.get("executor", "local")
     if not (isinstance(executor, str) and (executor in ("local", "dask")
                                            or executor.startswith("dask:"))):
