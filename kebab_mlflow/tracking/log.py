@@ -90,7 +90,7 @@ class RunOptions:
     traces: str = "none"  # none | failures | all
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunResult:
     run_id: str
     experiment_id: str
