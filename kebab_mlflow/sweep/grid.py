@@ -20,10 +20,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
 from kebab_mlflow.errors import ConfigError, Problem
-from kebab_mlflow.yaml_source import child, location
+from kebab_mlflow.yaml_source import child, location, sequence_items
 
 MAX_GRID_CHILDREN = 1000
 CHILD_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,100}$")
@@ -94,8 +92,7 @@ def expand_grid(grid: Any, node: Any, source: str, row: str, preset: str,
 def _value_nodes(node: Any, key: str) -> list[Any]:
     """The nodes of a grid key's values (or its one value node when it is not a list)."""
     value = child(node, key)
-    return list(value.value) if isinstance(value, yaml.SequenceNode) and value.value else \
-        [value] if value is not None else []
+    return sequence_items(value) or ([value] if value is not None else [])
 
 
 def _check_key(key: Any, values: Any, nodes: list[Any], source: str, row: str, preset: str,

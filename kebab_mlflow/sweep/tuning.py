@@ -18,11 +18,14 @@ same file gives the same trials and the same best parameters.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
+import signal
 import tempfile
+import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -171,8 +174,45 @@ def _search(optuna: Any, spec: TuneSpec, evaluate: Callable[..., Any],
     study = optuna.create_study(direction="maximize", sampler=sampler,
                                 study_name=spec.name)
     # catch=(): a trial that raises (or an interrupt) ends the search; it is not a 0 score
-    study.optimize(objective, n_trials=spec.trials, catch=())
+    with _interrupts_inside_trials() as guarded:
+        study.optimize(guarded(objective), n_trials=spec.trials, catch=())
     return trials
+
+
+@contextlib.contextmanager
+def _interrupts_inside_trials() -> Iterator[Callable[[Callable], Callable]]:
+    """Ctrl-C/SIGTERM interrupt a running trial at once, but one that arrives while optuna
+    records a finished trial is held until the next trial starts: optuna 5's own bookkeeping
+    breaks (UnboundLocalError) when a KeyboardInterrupt lands inside it."""
+    state = {"inside": False, "pending": False}
+
+    def on_signal(signum: int, frame: Any) -> None:
+        if state["inside"]:
+            raise KeyboardInterrupt
+        state["pending"] = True
+
+    def guarded(objective: Callable) -> Callable:
+        def run(trial: Any) -> float:
+            if state["pending"]:
+                raise KeyboardInterrupt
+            state["inside"] = True
+            try:
+                return objective(trial)
+            finally:
+                state["inside"] = False
+        return run
+
+    if threading.current_thread() is not threading.main_thread():  # no signals there
+        yield lambda objective: objective
+        return
+    saved = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield guarded
+        if state["pending"]:  # a signal after the last trial
+            raise KeyboardInterrupt
+    finally:
+        for s, handler in saved.items():
+            signal.signal(s, handler)
 
 
 def _judge(spec: TuneSpec, tracker: Any, experiment: str, evaluate: Callable[..., Any],
