@@ -139,21 +139,30 @@ def test_processes_building_the_same_index_at_once_build_it_once(tmp_path):
     from kebab_mlflow.pipeline.backends import lexical
 
     log = tmp_path / "builds.log"
+    arrived = multiprocessing.get_context("fork").Value("i", 0)
 
     def slow(name, build):
         def wrapped(*args, **kwargs):
             with log.open("a") as fh:
                 fh.write(f"{name}\n")
-            time.sleep(0.5)  # long enough for the other processes to arrive meanwhile
+            deadline = time.monotonic() + 60  # the builder waits for the event: all 3 started
+            while arrived.value < 3 and time.monotonic() < deadline:
+                time.sleep(0.01)
             return build(*args, **kwargs)
         return wrapped
+
+    def arrive_then_build(*args):
+        with arrived.get_lock():
+            arrived.value += 1
+        build_pipeline(*args)
 
     config = build_config()
     with pytest.MonkeyPatch.context() as mp:  # inherited by the forked processes
         mp.setattr(reference, "chunk_corpus", slow("chunks", chunker.chunk_corpus))
         mp.setattr(lexical, "term_counts", slow("term_counts", lexical.term_counts))
         context = multiprocessing.get_context("fork")
-        processes = [context.Process(target=build_pipeline, args=(config, KB)) for _ in range(3)]
+        processes = [context.Process(target=arrive_then_build, args=(config, KB))
+                     for _ in range(3)]
         for p in processes:
             p.start()
         for p in processes:
