@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from kebab_mlflow.errors import PerQueryError, Problem
+from kebab_mlflow.files import file_digest  # noqa: F401 - compare reads it from here
 from kebab_mlflow.golden import GoldenQuery
 from kebab_mlflow.records import QueryResult
 
@@ -77,14 +78,6 @@ class PerQueryWriter:
     def close(self) -> str:
         self._fh.close()
         return self._sha.hexdigest()
-
-
-def file_digest(path: Path) -> str:
-    sha = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            sha.update(block)
-    return sha.hexdigest()
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,6 @@ line by line, with ``file:line`` for a malformed line.
 from __future__ import annotations
 
 import gzip
-import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -43,6 +42,7 @@ from kebab_mlflow.errors import (
     TargetError,
     TargetOptionsError,
 )
+from kebab_mlflow.files import file_digest
 from kebab_mlflow.progress import warn
 from kebab_mlflow.records import VERSION_KEYS, Answer, Hit, VersionSnapshot
 from kebab_mlflow.targets.base import Target
@@ -149,19 +149,11 @@ def parse_run_spec(spec: str) -> tuple[Path, dict[str, str]]:
 
 def load_run(spec: str) -> RunFileTarget:
     path, configured = parse_run_spec(spec)
-    digest = _sha256(path)
+    digest = file_digest(path)
     columns = read_run_file(path)
     default = f"{path.name}@{digest[:12]}"
     versions = VersionSnapshot(**{k: configured.get(k, default) for k in VERSION_KEYS})
     return RunFileTarget(spec, path, RankedRun(columns), versions)
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 # --------------------------------------------------------------------------- reading
