@@ -37,6 +37,7 @@ from __future__ import annotations
 import math
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -108,11 +109,18 @@ def drop_losses(queries, ranked) -> dict[str, np.ndarray]:
 # trials
 
 
-def trial_deltas(scores, losses, n: int, drop: float, trials: int, seed: int) -> np.ndarray:
-    """(trials × n) paired deltas candidate − baseline: coin-assigned A/B plus the drop."""
+@dataclass(frozen=True)
+class Trials:
+    deltas: np.ndarray  # (trials × n) candidate − baseline
+    baseline: np.ndarray  # (trials × n) the baseline side's scores
+    loss: np.ndarray  # (trials × n) the loss applied to the candidate (0 on the null)
+
+
+def trial_deltas(scores, losses, n: int, drop: float, trials: int, seed: int) -> Trials:
+    """Paired deltas candidate − baseline: coin-assigned A/B plus the drop."""
     rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(n, round(drop * 1e4))))
     a, b = scores["A"], scores["B"]
-    out = np.empty((trials, n))
+    out, bases, applied = np.empty((trials, n)), np.empty((trials, n)), np.zeros((trials, n))
     for t in range(trials):
         idx = rng.choice(a.size, size=n, replace=False) if n < a.size else np.arange(a.size)
         coin = rng.random(n) < 0.5  # True: baseline A, candidate B
@@ -122,29 +130,39 @@ def trial_deltas(scores, losses, n: int, drop: float, trials: int, seed: int) ->
             loss = np.where(coin, losses["B"][idx], losses["A"][idx])  # the candidate's system
             order = rng.permutation(np.flatnonzero(loss > 0))
             take = order[:np.searchsorted(np.cumsum(loss[order]), drop * n) + 1]
-            cand = cand.copy()
-            cand[take] -= loss[take]
-        out[t] = cand - base
-    return out
+            applied[t, take] = loss[take]
+        out[t], bases[t] = cand - applied[t] - base, base
+    return Trials(out, bases, applied)
 
 
-def judge(deltas: np.ndarray) -> dict[str, np.ndarray]:
+def judge(trials: Trials) -> dict[str, np.ndarray]:
     """Each row as compare judges its primary metric: verdict direction, p, MDE; and the
     paired t-test on the same row."""
     from kebab_mlflow.comparison.verdict import significance
-    from kebab_mlflow.stats.power import delta_sd, mde
+    from kebab_mlflow.stats.power import delta_sd, loss_size, mde
     from kebab_mlflow.stats.resampling import holm, paired_tests
 
+    deltas = trials.deltas
     tests = paired_tests(list(deltas), RESAMPLES, seed=0)
     verdict = []
     for t in tests:
         p_adj = float(holm(np.array([t.p_value]))[0])  # the primary alone: Holm over one
         verdict.append(significance(p_adj, t.mean, True, ALPHA) or "same")
     t_p = sp.ttest_rel(deltas, np.zeros_like(deltas), axis=1).pvalue
+    n = deltas.shape[1]
     return {"verdict": np.array(verdict),
             "ttest_worse": (t_p < ALPHA) & (deltas.mean(axis=1) < 0),
-            "mde": np.array([mde(delta_sd(d), d.size, ALPHA) for d in deltas]),
+            # what compare prints: the loss modelled as changes the size of the deltas'
+            "mde": np.array([mde(delta_sd(d), n, ALPHA, loss=loss_size(d) or 0.0)
+                             for d in deltas]),
+            # alternatives, to show what the loss model does: spread thinly (m = 0), and whole
+            # queries losing their baseline score (what `power RUN` assumes from one run)
+            "mde_spread": np.array([mde(delta_sd(d), n, ALPHA, loss=0.0) for d in deltas]),
+            "mde_whole": np.array([mde(delta_sd(d), n, ALPHA, loss=loss_size(s) or 0.0)
+                                   for d, s in zip(deltas, trials.baseline, strict=True)]),
             "mean": deltas.mean(axis=1),
+            "realised": trials.loss.mean(axis=1),
+            "loss_size": loss_size(trials.loss) if trials.loss.any() else None,
             "ci_excludes_0": np.array([t.ci_low > 0 or t.ci_high < 0 for t in tests]),
             "exact": np.array([t.p_exact for t in tests])}
 
@@ -160,49 +178,86 @@ def interpolate_80(drops, power) -> float | None:
 # ---------------------------------------------------------------------------------------------
 
 
-def main() -> None:
-    t0 = time.perf_counter()
-    queries, ranked, scores = runs()
-    losses = drop_losses(queries, ranked)
-    lines = [f"bench_gate — SciFact test, {len(queries)} queries; A = BM25 default, B = "
-             f"BM25 k1 1.5 b 0.75; nDCG@10 A {scores['A'].mean():.4f}, B "
-             f"{scores['B'].mean():.4f} (checked against a direct nDCG@10 to 1e-9); "
-             f"{int(np.count_nonzero(scores['A'] != scores['B']))} queries differ",
-             f"judged as compare does: primary ndcg_at_10_doc alone, sign-flip p at alpha "
-             f"{ALPHA}, {RESAMPLES:,} resamples; seed {SEED}", ""]
-    sd_one, sd_pair = np.std(scores["A"], ddof=1), np.std(scores["B"] - scores["A"], ddof=1)
-    lines.append(f"sizing: per-query sd of nDCG@10 (what `power` assumes from one run) "
-                 f"{sd_one:.4f}; sd of the paired deltas B − A {sd_pair:.4f} (ratio "
-                 f"{sd_pair / sd_one:.2f}: one run's sd overstates the MDE of a small change)")
-    lines.append("")
-    null_mde = {}
+def header(queries, scores) -> list[str]:
+    from kebab_mlflow.stats.power import loss_size, mde
+
+    a, b = scores["A"], scores["B"]
+    sd_one, sd_pair = np.std(a, ddof=1), np.std(b - a, ddof=1)
+    m_one, m_pair = loss_size(a), loss_size(b - a)
+    return [f"bench_gate — SciFact test, {len(queries)} queries; A = BM25 default, B = "
+            f"BM25 k1 1.5 b 0.75; nDCG@10 A {a.mean():.4f}, B {b.mean():.4f} (checked "
+            f"against a direct nDCG@10 to 1e-9); {int(np.count_nonzero(a != b))} queries differ",
+            f"judged as compare does: primary ndcg_at_10_doc alone, sign-flip p at alpha "
+            f"{ALPHA}, {RESAMPLES:,} resamples; seed {SEED}", "",
+            f"sizing: `power A` assumes sd {sd_one:.4f} (the per-query sd of nDCG@10) and a "
+            f"loss of whole queries (loss size {m_one:.4f}): MDE at {a.size} queries "
+            f"{mde(sd_one, a.size, ALPHA, loss=m_one):.4f}; `power A --paired-with B`: sd "
+            f"{sd_pair:.4f} (ratio {sd_pair / sd_one:.2f}), loss size {m_pair:.4f}: MDE "
+            f"{mde(sd_pair, a.size, ALPHA, loss=m_pair):.4f}", ""]
+
+
+def null_lines(scores, losses) -> tuple[list[str], dict[int, dict[str, float]]]:
+    lines, printed = [], {}
     for n in SIZES:
         j = judge(trial_deltas(scores, losses, n, 0.0, NULL_TRIALS, SEED))
-        null_mde[n] = float(j["mde"].mean())
+        printed[n] = {k: float(j[k].mean()) for k in ("mde", "mde_spread", "mde_whole")}
         lines.append(f"null, {n} queries, {NULL_TRIALS:,} trials: Regressed "
                      f"{np.mean(j['verdict'] == 'worse'):.2%}, Better "
                      f"{np.mean(j['verdict'] == 'better'):.2%} (both sides: "
                      f"{np.mean(j['verdict'] != 'same'):.2%}); t-test worse "
                      f"{np.mean(j['ttest_worse']):.2%}; bootstrap CI alone excludes 0 in "
                      f"{np.mean(j['ci_excludes_0']):.2%}; exact p in {np.mean(j['exact']):.0%} "
-                     f"of trials; printed MDE mean {null_mde[n]:.4f}")
-    lines.append("")
+                     f"of trials; printed MDE mean {printed[n]['mde']:.4f} (loss spread "
+                     f"thinly {printed[n]['mde_spread']:.4f}, whole queries "
+                     f"{printed[n]['mde_whole']:.4f})")
+    return lines, printed
+
+
+def drop_lines(scores, losses, n: int, printed: dict[str, float]) -> list[str]:
+    from kebab_mlflow.stats.power import delta_sd, mde
+
+    lines, nominal, realised, power, sizes = [], [], [], [], []
+    null_sd = float(np.mean([delta_sd(d) for d in
+                             trial_deltas(scores, losses, n, 0.0, NULL_TRIALS, SEED).deltas]))
+    for drop in sorted(set(GRID) | set(REPORTED_DROPS)):
+        j = judge(trial_deltas(scores, losses, n, drop, DROP_TRIALS, SEED))
+        nominal.append(drop)
+        realised.append(float(j["realised"].mean()))
+        power.append(float(np.mean(j["verdict"] == "worse")))
+        sizes.append(j["loss_size"])
+        lines.append(f"{n:>4} {drop:>6.3f} {realised[-1]:>8.4f} {j['mean'].mean():>+8.4f} "
+                     f"{power[-1]:>8.1%} {np.mean(j['ttest_worse']):>7.1%} "
+                     f"{j['mde'].mean():>7.4f} {sizes[-1]:>6.3f}"
+                     + ("  *" if drop in REPORTED_DROPS else ""))
+    d80, r80 = interpolate_80(nominal, power), interpolate_80(realised, power)
+    if not (d80 and r80):
+        return lines + [f"  {n} queries: 80% not reached on the grid"]
+    own = mde(null_sd, n, ALPHA, loss=float(np.mean(sizes)))
+    return lines + [
+        f"  {n} queries: the simulation detects 80% at a realised mean drop of {r80:.4f} "
+        f"(nominal {d80:.4f}); printed MDE {printed['mde']:.4f} ({printed['mde'] / r80 - 1:+.1%}"
+        f" of the realised, {printed['mde'] / d80 - 1:+.1%} of the nominal)",
+        f"    loss model alternatives vs the realised 80% drop: spread thinly "
+        f"{printed['mde_spread']:.4f} ({printed['mde_spread'] / r80 - 1:+.1%}); whole queries "
+        f"{printed['mde_whole']:.4f} ({printed['mde_whole'] / r80 - 1:+.1%}); the drop's own "
+        f"loss size {np.mean(sizes):.3f} {own:.4f} ({own / r80 - 1:+.1%})"]
+
+
+def main() -> None:
+    t0 = time.perf_counter()
+    queries, ranked, scores = runs()
+    losses = drop_losses(queries, ranked)
+    lines = header(queries, scores)
+    null, printed = null_lines(scores, losses)
+    lines += null + [""]
     lines.append(f"controlled drops (first relevant doc moved down {SHIFT} ranks on a seeded "
-                 f"subset), {DROP_TRIALS} trials per cell: power of compare vs paired t-test")
-    lines.append(f"{'n':>4} {'drop':>6} {'net Δ':>8} {'compare':>8} {'t-test':>7} "
-                 f"{'MDE':>7}")
+                 f"subset), {DROP_TRIALS} trials per cell: power of compare vs paired t-test; "
+                 "realised = the mean loss applied, net Δ = the mean paired delta, MDE = mean "
+                 "printed, m = loss size of the applied losses")
+    lines.append(f"{'n':>4} {'drop':>6} {'realised':>8} {'net Δ':>8} {'compare':>8} "
+                 f"{'t-test':>7} {'MDE':>7} {'m':>6}")
     for n in SIZES:
-        power = []
-        for drop in sorted(set(GRID) | set(REPORTED_DROPS)):
-            j = judge(trial_deltas(scores, losses, n, drop, DROP_TRIALS, SEED))
-            power.append((drop, float(np.mean(j["verdict"] == "worse"))))
-            lines.append(f"{n:>4} {drop:>6.3f} {j['mean'].mean():>+8.4f} {power[-1][1]:>8.1%} "
-                         f"{np.mean(j['ttest_worse']):>7.1%} {j['mde'].mean():>7.4f}"
-                         + ("  *" if drop in REPORTED_DROPS else ""))
-        d80 = interpolate_80([d for d, _ in power], [p for _, p in power])
-        lines.append(f"  {n} queries: the simulation detects 80% at a drop of "
-                     + (f"{d80:.4f}; the MDE printed on the null trials is {null_mde[n]:.4f} "
-                        f"({null_mde[n] / d80 - 1:+.1%})" if d80 else "(not reached on the grid)"))
+        lines += drop_lines(scores, losses, n, printed[n])
     lines.append("")
     lines.append(f"total {time.perf_counter() - t0:.0f} s")
     emit("bench_gate" + ("" if SHIFT == 3 else f"_shift{SHIFT}"), "\n".join(lines))

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import yaml
 from scipy import stats as sp
+from scipy.optimize import brentq
 from typer.testing import CliRunner
 
 from kebab_mlflow.cli import app
@@ -163,7 +164,7 @@ def test_an_unchanged_gate_is_reported_and_left_out_of_holm():
     assert result.verdict == "Same"  # 0.0625 after the correction
 
 
-def test_mde_is_the_normal_formula_and_a_same_verdict_says_it_everywhere():
+def test_mde_models_the_loss_and_a_same_verdict_says_it_everywhere():
     rng = np.random.default_rng(5)
     n = 300
     base_v = rng.uniform(0.2, 0.9, n)
@@ -172,9 +173,16 @@ def test_mde_is_the_normal_formula_and_a_same_verdict_says_it_everywhere():
     result = compare_runs(_side("b", rows(base_v)), _side("c", rows(cand_v)),
                           CompareOptions(resamples=2000))
     m = result.primary
-    expected = (sp.norm.ppf(0.975) + sp.norm.ppf(0.8)) * np.std(cand_v - base_v, ddof=1) \
-        / math.sqrt(n)
+    # independently: the drop D whose power is 80% when it is made of per-query changes as
+    # large as those observed (size Σd²/Σ|d|), solved from the power equation by root finding
+    d = cand_v - base_v
+    sd, size = np.std(d, ddof=1), np.sum(d**2) / np.sum(np.abs(d))
+    za, zp = sp.norm.ppf(0.975), sp.norm.ppf(0.8)
+    expected = brentq(lambda x: x - za * math.sqrt((sd**2 + x * size) / n)
+                      - zp * sd / math.sqrt(n), 1e-9, 1)
+    assert m.loss_size == pytest.approx(size, rel=1e-9)
     assert m.mde == pytest.approx(expected, rel=1e-9)
+    assert m.mde > (za + zp) * sd / math.sqrt(n)  # above the thinly-spread lower bound
     assert result.verdict == "Same", result.reasons
     words = f"could not have detected a loss smaller than {m.mde:.4f} ndcg_at_10_doc with " \
             f"these 300 queries"
@@ -326,12 +334,19 @@ def test_power_prints_the_mde_and_the_queries_needed(runs):
 
     side = load_side(Tracker(runs["uri"]), "team-a", "a", "run")
     values = np.array([r.scores["mrr"] for r in side.rows if r.scores.get("mrr") is not None])
-    z = sp.norm.ppf(0.975) + sp.norm.ppf(0.8)
-    sd = values.std(ddof=1)
+    # the model (README "How many queries do I need?"): noise of the run's sd, a loss of whole
+    # queries losing their score (size E[s²]/E[s]); D detected at 80% when
+    # D ≥ za·√((sd² + D·size)/n) + zp·sd/√n — the MDE by root finding, the n by search
+    za, zp = sp.norm.ppf(0.975), sp.norm.ppf(0.8)
+    sd, size = values.std(ddof=1), np.mean(values**2) / np.mean(values)
+    gap = lambda d, n: d - za * math.sqrt((sd**2 + d * size) / n) - zp * sd / math.sqrt(n)  # noqa: E731
     text = " ".join(res.output.split())
     assert f"mrr on run a ({runs['ids']['a'][:8]}): {values.size} queries" in text
-    assert f"with these {values.size} queries: {z * sd / math.sqrt(values.size):.4f}" in text
-    assert f"to detect a drop of 0.0500: {math.ceil((z * sd / 0.05) ** 2):,} queries" in text
+    assert f"per-query loss size {size:.4f}" in text
+    assert f"with these {values.size} queries: {brentq(gap, 1e-9, 5, args=(values.size,)):.4f}" \
+        in text
+    needed = next(n for n in range(2, 100_000) if gap(0.05, n) >= 0)
+    assert f"to detect a drop of 0.0500: {needed:,} queries" in text
     res = _cli(runs, "power", "a", "--experiment", "team-a", "--delta", "0")
     assert res.exit_code == 2 and "--delta must be > 0" in res.output
 

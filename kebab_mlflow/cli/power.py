@@ -26,9 +26,11 @@ def power(
 ) -> None:
     """How many queries detect a drop of D at 80% power, and the MDE with this run's queries.
 
-    Reads the run's per-query scores (per_query.jsonl). Normal approximation of the paired
-    test; without --paired-with the sd of the paired deltas is taken to be the metric's
-    per-query sd (two systems correlated at 0.5).
+    Reads the run's per-query scores (per_query.jsonl). Normal approximation of the sign-flip
+    test, with the variance a loss adds: without --paired-with the sd of the paired deltas is
+    taken to be the metric's per-query sd (two systems correlated at 0.5) and a loss to be
+    whole queries losing their score; with it, the real paired deltas and a loss made of
+    changes their size (README "How many queries do I need?").
     """
     from kebab_mlflow.cli.console import out
     from kebab_mlflow.comparison.loading import load_side
@@ -46,8 +48,11 @@ def power(
     r = power_report(side, metric, tuple(delta or ()), alpha, other)
     source = (f"paired deltas vs {other.name}" if other else
               "this run's per-query scores (assumes two systems correlate at 0.5)")
+    losses = ("changes the size of those between the two runs" if other else
+              "whole queries losing their score")
     lines = [f"{r.metric} on run {side.name} ({side.run_id[:8]}): {r.n} queries, sd "
              f"{number(r.sd)} from {source}",
+             f"a loss modelled as {losses}: per-query loss size {number(r.loss_size)}",
              f"MDE at {r.power:.0%} power, alpha {alpha:g}, with these {r.n} queries: "
              f"{number(r.mde)}"]
     lines += [f"to detect a drop of {number(d)}: {n:,} queries" for d, n in r.needed]

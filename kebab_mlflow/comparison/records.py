@@ -110,9 +110,11 @@ class MetricResult:
     significant: str | None  # "better" | "worse" | None
     unchanged: bool  # every paired delta is 0 (zero variance): reported, not corrected for
     sd: float | None  # of the paired deltas
-    mde: float | None  # minimum detectable effect at 80% power, this n and sd
+    mde: float | None  # minimum detectable effect at 80% power, this n, sd and loss_size
     mde_alpha: float | None  # the level the MDE is computed at (alpha / gates in the correction)
     within_margin: bool | None = None  # with --margin: the CI's worse bound within it
+    # the per-query change size the MDE models a loss with: Σd²/Σ|d| of the paired deltas
+    loss_size: float | None = None
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,16 @@
 """How many queries a golden set needs: the MDE of a run's metric and the n for a given drop.
 
-The sd that matters is that of the *paired deltas* between two systems, which one run cannot
-show. From one run it is taken to be the per-query sd of the metric itself, which is what the
-paired deltas have when the two systems' per-query scores correlate at 0.5
-(``sd_Δ = sd·√(2(1 − ρ))``); with a second run (``paired_with``) the real paired deltas are
-used. ``bench/bench_gate.py`` measures both on SciFact.
+The model is :mod:`kebab_mlflow.stats.power`'s: noise of sd ``sd``, a drop made of per-query
+losses of size ``loss_size``. With a second run (``paired_with``) both come from the real paired
+deltas, as in ``compare``: their sd, and a loss made of changes the size of those between the two
+runs. One run cannot show the paired deltas, so:
+
+- ``sd`` is the metric's own per-query sd, what the paired deltas have when two systems'
+  per-query scores correlate at 0.5 (``sd_Δ = sd·√(2(1 − ρ))``);
+- a loss is whole queries losing what they score (down to 0; for a lower-is-better rate, up to
+  1): ``loss_size = E[ℓ²]/E[ℓ]`` with ``ℓ`` the per-query score (or ``1 − score``).
+
+``bench/bench_gate.py`` measures both sd's on SciFact.
 """
 
 from __future__ import annotations
@@ -16,7 +22,8 @@ import numpy as np
 
 from kebab_mlflow.comparison.records import DEFAULT_PRIMARY, RunSide
 from kebab_mlflow.errors import InputError, Problem
-from kebab_mlflow.stats.power import POWER, delta_sd, mde, queries_needed
+from kebab_mlflow.metrics.registry import METRICS
+from kebab_mlflow.stats.power import POWER, delta_sd, loss_size, mde, queries_needed
 
 DEFAULT_DELTAS = (0.01, 0.02, 0.05)
 
@@ -31,6 +38,7 @@ class PowerReport:
     mde: float | None
     needed: tuple[tuple[float, int], ...]  # (drop, queries needed)
     power: float = POWER
+    loss_size: float = 0.0  # per-query loss size the MDE assumes (stats.power.loss_size)
 
 
 def run_primary(side: RunSide) -> str:
@@ -64,14 +72,17 @@ def power_report(side: RunSide, metric: str | None = None, deltas: Sequence[floa
         other = _values(paired_with, metric)
         shared = sorted(values.keys() & other.keys())
         sample = np.array([other[q] - values[q] for q in shared])
+        size = loss_size(sample)
     else:
         sample = np.array(list(values.values()))
-    sd = delta_sd(sample) or 0.0
+        lower_is_better = metric in METRICS and not METRICS[metric].higher_is_better
+        size = loss_size(1 - sample if lower_is_better else sample)
+    sd, size = delta_sd(sample) or 0.0, size or 0.0
     drops = tuple(deltas) or DEFAULT_DELTAS
     bad = [d for d in drops if not d > 0]
     if bad:
         raise InputError("bad --delta", [Problem(f"--delta must be > 0, got {bad[0]}",
                                                  "--delta")])
-    needed = tuple((d, queries_needed(sd, d, alpha)) for d in drops)
+    needed = tuple((d, queries_needed(sd, d, alpha, loss=size)) for d in drops)
     return PowerReport(metric, int(sample.size), sd, paired_with is not None, alpha,
-                       mde(sd, int(sample.size), alpha), needed)
+                       mde(sd, int(sample.size), alpha, loss=size), needed, POWER, size)

@@ -351,7 +351,7 @@ def metric_results(gates: Sequence[tuple[str, str, str]],
     """Paired statistics of each gated metric (baseline, candidate values over the queries
     both scored); Holm over the metrics that changed somewhere. Pure numpy: bench_gate calls
     it the way compare does."""
-    from kebab_mlflow.stats.power import delta_sd, mde
+    from kebab_mlflow.stats.power import delta_sd, loss_size, mde
     from kebab_mlflow.stats.resampling import holm, paired_tests
 
     deltas = [c - b for b, c in values]
@@ -369,11 +369,12 @@ def metric_results(gates: Sequence[tuple[str, str, str]],
         within = None
         if options.margin is not None and t.n:
             within = bool(t.ci_low >= -options.margin if hib else t.ci_high <= options.margin)
-        sd = delta_sd(deltas[i])
+        sd, size = delta_sd(deltas[i]), loss_size(deltas[i])
         out.append(MetricResult(
             name, gate, role, hib, t.n, float(vb.mean()) if t.n else None,
             float(vc.mean()) if t.n else None, t.mean, t.ci_low, t.ci_high, t.p_value,
-            t.p_exact, p_adj, sig, unchanged[i], sd, mde(sd, t.n, level), level, within))
+            t.p_exact, p_adj, sig, unchanged[i], sd, mde(sd, t.n, level, loss=size or 0.0),
+            level, within, size))
     return out
 
 

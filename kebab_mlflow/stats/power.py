@@ -1,11 +1,24 @@
-"""Power of a paired comparison: the minimum detectable effect and the queries it takes.
+"""Power of the paired sign-flip test: the minimum detectable effect and the queries it takes.
 
-Normal approximation of the two-sided paired test at level ``alpha``: a true mean delta ``δ``
-is detected with probability ``power`` when ``|δ| ≥ (z_{1−α/2} + z_{power}) · sd / √n``, where
-``sd`` is the standard deviation of the per-query paired deltas. The sign-flip test that
-``compare`` runs has the same large-sample behaviour as the paired t-test;
-``bench/bench_gate.py`` measures how close the printed MDE is to the drop a simulation detects
-80% of the time on SciFact.
+The model, for ``n`` paired queries at two-sided level ``alpha``:
+
+- **Noise**: the paired deltas already there (sd ``s``), signs exchangeable — what the sign-flip
+  test assumes under the null. Their mean has sd ``s/√n``.
+- **Loss**: a true drop ``D`` in the mean over *these* queries, made of per-query losses of
+  typical size ``m`` (``loss_size``: ``Σℓ²/Σℓ`` over the per-query losses ``ℓ``, the
+  loss-weighted mean loss). It moves the mean by ``D`` and adds ``D·m`` to the deltas' second
+  moment: ``m → 0`` is a drop spread thinly over every query, ``m = 1`` on a 0–1 metric is
+  whole queries going from a hit to a miss.
+- **Test**: the sign-flip test conditions on the deltas' magnitudes; its critical mean is
+  ``z₁₋α/₂ · √(Σd²)/n ≈ z₁₋α/₂ · √((s² + D·m)/n)`` (normal approximation of the randomization
+  distribution, whose variance is known given the magnitudes: a z, not a t, quantile).
+
+So ``D`` is detected with probability ``power`` when
+``D = z₁₋α/₂ · √((s² + D·m)/n) + z_power · s/√n``, a quadratic in ``D`` solved in closed form.
+With ``m = 0`` it is the textbook ``(z₁₋α/₂ + z_power) · s/√n``, a lower bound: a drop
+concentrated on fewer queries widens the test's null distribution and takes more to detect.
+``bench/bench_gate.py`` measures the printed MDE against the drop a simulation detects 80% of
+the time on SciFact.
 """
 
 from __future__ import annotations
@@ -18,9 +31,9 @@ import numpy as np
 POWER = 0.8
 
 
-def _z(alpha: float, power: float) -> float:
+def _quantiles(alpha: float, power: float) -> tuple[float, float]:
     normal = NormalDist()
-    return normal.inv_cdf(1 - alpha / 2) + normal.inv_cdf(power)
+    return normal.inv_cdf(1 - alpha / 2), normal.inv_cdf(power)
 
 
 def delta_sd(values) -> float | None:
@@ -29,16 +42,35 @@ def delta_sd(values) -> float | None:
     return float(v.std(ddof=1)) if v.size >= 2 else None
 
 
-def mde(sd: float | None, n: int, alpha: float = 0.05, power: float = POWER) -> float | None:
-    """The smallest true mean delta detected with ``power`` by ``n`` paired queries."""
+def loss_size(losses) -> float | None:
+    """The typical size ``m = Σℓ²/Σ|ℓ|`` of per-query losses (or changes) ``ℓ``: a mean drop
+    ``D`` made of losses like these adds ``D·m`` to the paired deltas' second moment. None
+    when every value is 0 (nothing to lose, or nothing changed)."""
+    v = np.abs(np.asarray(losses, dtype=np.float64)).ravel()
+    total = float(v.sum())
+    return float(np.dot(v, v) / total) if total > 0 else None
+
+
+def mde(sd: float | None, n: int, alpha: float = 0.05, power: float = POWER, *,
+        loss: float) -> float | None:
+    """The smallest true mean drop over ``n`` paired queries detected with ``power``, when the
+    noise has sd ``sd`` and the drop is made of per-query losses of size ``loss``
+    (:func:`loss_size`; 0: spread over all queries)."""
     if sd is None or n < 2:
         return None
-    return _z(alpha, power) * sd / math.sqrt(n)
+    za, zp = _quantiles(alpha, power)
+    c = zp * sd / math.sqrt(n)
+    b = 2 * c + za * za * loss / n
+    constant = c * c - za * za * sd * sd / n
+    return (b + math.sqrt(b * b - 4 * constant)) / 2  # the root with D ≥ c
 
 
-def queries_needed(sd: float, delta: float, alpha: float = 0.05,
-                   power: float = POWER) -> int:
-    """How many paired queries detect a true mean delta of ``delta`` with ``power``."""
+def queries_needed(sd: float, delta: float, alpha: float = 0.05, power: float = POWER, *,
+                   loss: float) -> int:
+    """How many paired queries detect a true mean drop of ``delta`` with ``power`` (same model
+    as :func:`mde`)."""
     if delta <= 0:
         raise ValueError("delta must be > 0")
-    return max(2, math.ceil((_z(alpha, power) * sd / delta) ** 2))
+    za, zp = _quantiles(alpha, power)
+    root_n = (za * math.sqrt(sd * sd + delta * loss) + zp * sd) / delta
+    return max(2, math.ceil(root_n * root_n))
