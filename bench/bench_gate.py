@@ -9,8 +9,9 @@ Every trial is judged with the code ``compare`` runs: :func:`kebab_mlflow.stats.
 paired_tests` (10,000 resamples, sign-flip p exact when enumerable) over the trial's paired
 deltas, :func:`kebab_mlflow.stats.resampling.holm` and
 :func:`kebab_mlflow.comparison.verdict.significance` at alpha 0.05 on the default primary
-(``ndcg_at_10_doc`` for this doc-level set), and :func:`kebab_mlflow.stats.power.mde` for the
-MDE — vectorised over trials (one row per trial) rather than one CLI call each.
+(``ndcg_at_10_doc`` for this doc-level set), and
+:func:`kebab_mlflow.comparison.verdict.detectable_effect` for the MDE — vectorised over trials
+(one row per trial) rather than one CLI call each.
 
 1. **Exchangeable null**: per query a seeded coin decides which side gets A and which B, so
    candidate − baseline is ±(B − A) with random signs; a trial is a false alarm when it is
@@ -18,15 +19,19 @@ MDE — vectorised over trials (one row per trial) rather than one CLI call each
    (a seeded subset per trial).
 2. **Controlled drops** on top of that null: in a seeded random order of the queries whose
    candidate ranking has a relevant document in its top 10, the first relevant document is
-   moved down ``SHIFT`` ranks until the summed nDCG@10 loss reaches ``drop × n``: a net mean
-   drop of ``drop`` (0.01, 0.02, 0.04 and a grid for the 80% point), 300 trials per cell, at
-   150 and 300 queries. Power = share of trials ``Regressed``; next to it a paired t-test
-   (scipy ``ttest_rel``, two-sided p < 0.05 and a negative mean) on the same trials.
-3. **MDE**: the mean MDE printed on the null trials (what a ``Same`` verdict says) and on each
-   drop cell, against the drop the simulation detects 80% of the time (linear interpolation
-   of the power curve).
-4. **sizing**: the sd that ``kebab-mlflow power`` assumes from one run (the per-query sd of
-   nDCG@10 of A) against the real sd of the paired deltas B − A.
+   moved down ``SHIFT`` ranks until the summed nDCG@10 loss reaches ``drop × n`` (whole
+   queries, so the realised mean loss overshoots the nominal ``drop`` a little): 0.01, 0.02,
+   0.04 and a grid for the 80% point, 300 trials per cell, at 150 and 300 queries. Power =
+   share of trials ``Regressed``; next to it a paired t-test (scipy ``ttest_rel``, two-sided
+   p < 0.05 and a negative mean) on the same trials.
+3. **MDE**: the mean MDE printed on the null trials (what a ``Same`` verdict says) against the
+   realised mean drop the simulation detects 80% of the time (linear interpolation of the power
+   curve; the nominal one too). Next to it the same formula with other loss models: spread
+   thinly (``m = 0``), whole queries (the ``mde_whole`` a ``Same`` verdict also prints), and
+   the applied losses' own ``m`` — which separates the error of the variance model from the
+   error of guessing how a loss falls on the queries.
+4. **sizing**: what ``kebab-mlflow power`` assumes from one run (the per-query sd of nDCG@10 of
+   A, a loss of whole queries) against the real paired deltas B − A.
 
 Run: .venv/bin/python bench/bench_gate.py   (writes bench/results/bench_gate.txt; ``--shift S``
 moves the document S ranks instead of 3: bench_gate_shiftS.txt)
@@ -138,7 +143,7 @@ def trial_deltas(scores, losses, n: int, drop: float, trials: int, seed: int) ->
 def judge(trials: Trials) -> dict[str, np.ndarray]:
     """Each row as compare judges its primary metric: verdict direction, p, MDE; and the
     paired t-test on the same row."""
-    from kebab_mlflow.comparison.verdict import significance
+    from kebab_mlflow.comparison.verdict import detectable_effect, significance
     from kebab_mlflow.stats.power import delta_sd, loss_size, mde
     from kebab_mlflow.stats.resampling import holm, paired_tests
 
@@ -150,16 +155,15 @@ def judge(trials: Trials) -> dict[str, np.ndarray]:
         verdict.append(significance(p_adj, t.mean, True, ALPHA) or "same")
     t_p = sp.ttest_rel(deltas, np.zeros_like(deltas), axis=1).pvalue
     n = deltas.shape[1]
+    # what compare prints: the MDE with a loss made of changes as large as the deltas', and
+    # with one on whole queries; and, to show what the loss model does, one spread thinly
+    effects = [detectable_effect(d, b, True, ALPHA)
+               for d, b in zip(deltas, trials.baseline, strict=True)]
     return {"verdict": np.array(verdict),
             "ttest_worse": (t_p < ALPHA) & (deltas.mean(axis=1) < 0),
-            # what compare prints: the loss modelled as changes the size of the deltas'
-            "mde": np.array([mde(delta_sd(d), n, ALPHA, loss=loss_size(d) or 0.0)
-                             for d in deltas]),
-            # alternatives, to show what the loss model does: spread thinly (m = 0), and whole
-            # queries losing their baseline score (what `power RUN` assumes from one run)
+            "mde": np.array([e["mde"] for e in effects]),
+            "mde_whole": np.array([e["mde_whole"] for e in effects]),
             "mde_spread": np.array([mde(delta_sd(d), n, ALPHA, loss=0.0) for d in deltas]),
-            "mde_whole": np.array([mde(delta_sd(d), n, ALPHA, loss=loss_size(s) or 0.0)
-                                   for d, s in zip(deltas, trials.baseline, strict=True)]),
             "mean": deltas.mean(axis=1),
             "realised": trials.loss.mean(axis=1),
             "loss_size": loss_size(trials.loss) if trials.loss.any() else None,

@@ -183,6 +183,11 @@ def test_mde_models_the_loss_and_a_same_verdict_says_it_everywhere():
     assert m.loss_size == pytest.approx(size, rel=1e-9)
     assert m.mde == pytest.approx(expected, rel=1e-9)
     assert m.mde > (za + zp) * sd / math.sqrt(n)  # above the thinly-spread lower bound
+    # and with a loss of whole queries, each losing its baseline score: size E[b²]/E[b]
+    whole = np.mean(base_v**2) / np.mean(base_v)
+    assert m.mde_whole == pytest.approx(brentq(lambda x: x - za * math.sqrt(
+        (sd**2 + x * whole) / n) - zp * sd / math.sqrt(n), 1e-9, 1), rel=1e-9)
+    assert f"alpha 0.05; {m.mde_whole:.4f} if it falls on whole queries)" in result.reasons[-1]
     assert result.verdict == "Same", result.reasons
     words = f"could not have detected a loss smaller than {m.mde:.4f} ndcg_at_10_doc with " \
             f"these 300 queries"

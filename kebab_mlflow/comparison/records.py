@@ -115,6 +115,7 @@ class MetricResult:
     within_margin: bool | None = None  # with --margin: the CI's worse bound within it
     # the per-query change size the MDE models a loss with: Σd²/Σ|d| of the paired deltas
     loss_size: float | None = None
+    mde_whole: float | None = None  # the MDE if the loss falls on whole queries (stats/power.py)
 
 
 @dataclass(frozen=True)

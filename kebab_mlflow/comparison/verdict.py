@@ -345,13 +345,26 @@ def significance(p_adjusted: float | None, mean: float | None, higher_is_better:
     return "better" if (mean > 0) == higher_is_better else "worse"
 
 
+def detectable_effect(deltas: np.ndarray, baseline: np.ndarray, higher_is_better: bool,
+                      level: float) -> dict[str, float | None]:
+    """The paired deltas' sd and the MDE at ``level`` (stats/power.py's model) with a loss
+    made of changes as large as the observed ones (``loss_size``: Σd²/Σ|d|), and with one
+    falling on whole queries (each losing what it scores in the baseline; for a lower-is-better
+    rate, rising to 1)."""
+    from kebab_mlflow.stats.power import delta_sd, loss_size, mde
+
+    sd, size = delta_sd(deltas), loss_size(deltas)
+    whole = loss_size(baseline if higher_is_better else 1 - baseline)
+    return {"sd": sd, "loss_size": size, "mde": mde(sd, deltas.size, level, loss=size or 0.0),
+            "mde_whole": mde(sd, deltas.size, level, loss=whole or 0.0)}
+
+
 def metric_results(gates: Sequence[tuple[str, str, str]],
                    values: Sequence[tuple[np.ndarray, np.ndarray]],
                    options: CompareOptions) -> list[MetricResult]:
     """Paired statistics of each gated metric (baseline, candidate values over the queries
     both scored); Holm over the metrics that changed somewhere. Pure numpy: bench_gate calls
     it the way compare does."""
-    from kebab_mlflow.stats.power import delta_sd, loss_size, mde
     from kebab_mlflow.stats.resampling import holm, paired_tests
 
     deltas = [c - b for b, c in values]
@@ -369,12 +382,12 @@ def metric_results(gates: Sequence[tuple[str, str, str]],
         within = None
         if options.margin is not None and t.n:
             within = bool(t.ci_low >= -options.margin if hib else t.ci_high <= options.margin)
-        sd, size = delta_sd(deltas[i]), loss_size(deltas[i])
+        effect = detectable_effect(deltas[i], vb, hib, level)
         out.append(MetricResult(
             name, gate, role, hib, t.n, float(vb.mean()) if t.n else None,
             float(vc.mean()) if t.n else None, t.mean, t.ci_low, t.ci_high, t.p_value,
-            t.p_exact, p_adj, sig, unchanged[i], sd, mde(sd, t.n, level, loss=size or 0.0),
-            level, within, size))
+            t.p_exact, p_adj, sig, unchanged[i], effect["sd"], effect["mde"], level, within,
+            effect["loss_size"], effect["mde_whole"]))
     return out
 
 
@@ -391,8 +404,10 @@ def detectable_words(m: MetricResult) -> str:
         return (f"{m.name} is identical on all {m.n} queries: the paired deltas have no "
                 "variance, so no detectable effect can be estimated from them")
     side = "loss" if m.higher_is_better else "increase"
+    whole = (f"; {number(m.mde_whole)} if it falls on whole queries"
+             if m.mde_whole and number(m.mde_whole) != number(m.mde) else "")
     return (f"could not have detected a {side} smaller than {number(m.mde)} {m.name} with "
-            f"these {m.n} queries (80% power, alpha {m.mde_alpha:.3g})")
+            f"these {m.n} queries (80% power, alpha {m.mde_alpha:.3g}{whole})")
 
 
 def _beyond_margin(m: MetricResult, margin: float | None) -> str:
