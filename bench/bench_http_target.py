@@ -92,8 +92,8 @@ def main() -> None:
                 outcome = run_queries(target, golden, DEPTH, [1, 3, 5, 10],
                                       Path(tmp) / f"per_query_{c}.jsonl")
                 wall = time.perf_counter() - start
-                errors = outcome.aggregate["overall"]["error_rate"]
-                rows.append((c, wall, outcome.aggregate["latency"], errors))
+                errors = outcome.aggregate.overall["error_rate"]
+                rows.append((c, wall, outcome.aggregate.latency, errors))
     finally:
         proc.terminate()
         proc.wait(timeout=10)

@@ -111,13 +111,13 @@ def answers(tokenizer: str, corpus: Path, train: Path, test: Path) -> dict:
                                      Path(tmp) / "per_query.jsonl")
         run_s = time.perf_counter() - t0
     agg = outcome.aggregate
-    return {"contains_all": agg["overall"]["contains_all"],
-            "answerable_contains_all": agg["by_query_type"]["single_doc"]["contains_all"],
-            "answerable_refused": agg["by_query_type"]["single_doc"]["refusal_rate"],
-            "correct_refusals": agg["abstention_outcomes"]["correct_refusal_share"],
-            "ece": agg["abstention_calibration"]["ece"],
-            "ece_raw": agg["abstention_calibration_raw"]["ece"],
-            "brier": agg["abstention_calibration"]["brier"],
+    return {"contains_all": agg.overall["contains_all"],
+            "answerable_contains_all": agg.by_query_type["single_doc"]["contains_all"],
+            "answerable_refused": agg.by_query_type["single_doc"]["refusal_rate"],
+            "correct_refusals": agg.abstention_outcomes["correct_refusal_share"],
+            "ece": agg.abstention_calibration["ece"],
+            "ece_raw": agg.abstention_calibration_raw["ece"],
+            "brier": agg.abstention_calibration["brier"],
             "gate": pipeline.answer_config.refuse_below, "fit_s": fit_s,
             "ms_per_query": 1000 * run_s / len(golden)}
 
@@ -139,9 +139,9 @@ def gate_trade_off(tokenizer: str, corpus: Path, test: Path) -> list[tuple[float
         with tempfile.TemporaryDirectory() as tmp:
             agg = runner.run_queries(pipeline, golden, DEPTH, cutoffs_for(DEPTH),
                                      Path(tmp) / "per_query.jsonl").aggregate
-        out.append((gate, agg["overall"]["contains_all"],
-                    agg["by_query_type"]["single_doc"]["refusal_rate"],
-                    agg["abstention_outcomes"]["correct_refusal_share"]))
+        out.append((gate, agg.overall["contains_all"],
+                    agg.by_query_type["single_doc"]["refusal_rate"],
+                    agg.abstention_outcomes["correct_refusal_share"]))
     return out
 
 

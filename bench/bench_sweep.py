@@ -135,6 +135,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from kebab_mlflow.importers.beir import import_beir
+    from kebab_mlflow.stats.gauge import GaugeMetric
     from kebab_mlflow.sweep.outputs import GAUGE_COLUMNS, gauge_rows
 
     work = Path(tempfile.mkdtemp(prefix="bench-sweep-"))
@@ -169,7 +170,8 @@ def main() -> None:
              *table(s_walls, s_row_s, 5, jobs_of), "",
              f"gauge of the last eight-row run (overall: {last['signal_state']}):", "",
              "| " + " | ".join(GAUGE_COLUMNS) + " |", "|" + "---|" * len(GAUGE_COLUMNS)]
-    lines += ["| " + " | ".join(r) + " |" for r in gauge_rows(last["gauge"])]
+    gauge = {m: GaugeMetric.from_dict(block) for m, block in last["gauge"].items()}
+    lines += ["| " + " | ".join(r) + " |" for r in gauge_rows(gauge)]
     text = "\n".join(lines) + "\n"
     print(text)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)

@@ -123,18 +123,18 @@ def one_seed(seed: int, abstain_share: float, work: Path) -> dict:
                     pipeline.search_batch([q.query for q in golden.queries], 10), strict=True))
     agg = raw_run.aggregate
     row = {
-        "seed": seed, "n": len(golden), "n_abstain": agg["abstention_outcomes"]["n"],
-        "contains_all": agg["overall"]["contains_all"],
-        "contains_all_answerable": agg["by_query_type"]["single_doc"]["contains_all"],
-        "refusal_accuracy": agg["abstention_outcomes"]["correct_refusal_share"],
-        "hit_at_1": agg["overall"]["hit_at_1"],
+        "seed": seed, "n": len(golden), "n_abstain": agg.abstention_outcomes["n"],
+        "contains_all": agg.overall["contains_all"],
+        "contains_all_answerable": agg.by_query_type["single_doc"]["contains_all"],
+        "refusal_accuracy": agg.abstention_outcomes["correct_refusal_share"],
+        "hit_at_1": agg.overall["hit_at_1"],
         "baseline": baseline_block(golden, hits),
-        "raw": agg["abstention_calibration"], "ms_per_query": 1000 * seconds / len(golden),
+        "raw": agg.abstention_calibration, "ms_per_query": 1000 * seconds / len(golden),
     }
     for method, fit in fits.items():
         _, run, answers, _ = run_split(pipeline, test, fit.calibrator)
-        assert run.aggregate["abstention_calibration_raw"] == row["raw"]
-        row[method] = run.aggregate["abstention_calibration"]
+        assert run.aggregate.abstention_calibration_raw == row["raw"]
+        row[method] = run.aggregate.abstention_calibration
         row[f"{method}_train"] = fit.after
         conf, correct = calibration_pairs(golden.queries, answers, run.scores["contains_all"])
         row[f"{method}_mean_confidence"], row["test_accuracy"] = conf.mean(), correct.mean()

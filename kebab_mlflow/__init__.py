@@ -25,6 +25,7 @@ _PUBLIC = {
     "reference_pipeline": "kebab_mlflow.evaluation.evaluate",
     "evaluate": "kebab_mlflow.evaluation.evaluate",
     "EvalResult": "kebab_mlflow.evaluation.evaluate",
+    "Aggregate": "kebab_mlflow.metrics.aggregate",
     "log_run": "kebab_mlflow.tracking.log",
     "compare": "kebab_mlflow.api",
     "run_sweep": "kebab_mlflow.api",

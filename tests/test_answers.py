@@ -102,13 +102,13 @@ def test_a_correct_refusal_does_not_lift_answer_quality_in_the_aggregate():
     assert scores["contains_all"][0] == 0.0 and math.isnan(scores["contains_all"][1])
     assert math.isnan(scores["citation_validity"][1])
     agg = build_aggregate(GoldenSet("g", queries), scores, answers, np.ones(2))
-    assert agg["overall"]["contains_all"] == 0.0  # not 0.5: the refusal is not an attempt
-    assert agg["overall"]["refusal_rate"] == 0.5
-    assert agg["overall"]["ask_grounded_rate"] == 0.5
-    assert agg["overall"]["citation_validity"] == 1.0
-    assert agg["abstention_outcomes"]["correct_refusal"] == 1
-    assert agg["abstention_calibration"]["n"] == 2
-    assert agg["by_query_type"]["abstention"]["contains_all"] is None
+    assert agg.overall["contains_all"] == 0.0  # not 0.5: the refusal is not an attempt
+    assert agg.overall["refusal_rate"] == 0.5
+    assert agg.overall["ask_grounded_rate"] == 0.5
+    assert agg.overall["citation_validity"] == 1.0
+    assert agg.abstention_outcomes["correct_refusal"] == 1
+    assert agg.abstention_calibration["n"] == 2
+    assert agg.by_query_type["abstention"]["contains_all"] is None
 
 
 def test_grounded_and_citation_validity():

@@ -12,7 +12,7 @@ import pytest
 from kebab_mlflow.errors import GoldenSetError
 from kebab_mlflow.evaluation.runner import build_aggregate
 from kebab_mlflow.golden import GoldenQuery, GoldenSet, parse_golden_set
-from kebab_mlflow.metrics.aggregate import breakdowns, flat_metrics
+from kebab_mlflow.metrics.aggregate import breakdowns
 from kebab_mlflow.tracking.log import RunOptions, execute
 from tests.conftest import GOLDEN, KB
 
@@ -47,8 +47,8 @@ def test_forward_compatibility_cases_without_keys_are_excluded_not_errors():
     b = breakdowns(old.queries, {"mrr": np.array([1.0, 0.0])})
     assert b == {"by_query_type": {}, "by_hardcase_category": {}, "by_metadata_field": {}}
     agg = build_aggregate(old, {"mrr": np.array([1.0, 0.0])}, [None, None], np.ones(2))
-    assert agg["overall"]["mrr"] == 0.5 and agg["by_metadata_field"] == {}
-    assert not any(k.startswith("by_") for k in flat_metrics(agg))
+    assert agg.overall["mrr"] == 0.5 and agg.by_metadata_field == {}
+    assert not any(k.startswith("by_") for k in agg.flat_metrics())
 
 
 def test_unknown_metadata_field_is_rejected_at_load_with_its_location():
@@ -76,12 +76,12 @@ def test_default_metadata_fields_apply_without_a_declaration():
 
 def test_flat_metric_names_nest_block_key_metric_and_skip_nulls():
     agg = build_aggregate(GoldenSet("g", QUERIES), SCORES, [None] * 4, np.ones(4))
-    flat = flat_metrics(agg)
+    flat = agg.flat_metrics()
     assert flat["by_query_type/comparison/mrr"] == 0.25
     assert flat["by_hardcase_category/numeric/contains_all"] == 1.0
     assert flat["by_metadata_field/budget/mrr"] == 0.75
     assert "by_hardcase_category/near_duplicate/contains_all" not in flat  # null
-    nested = json.loads(json.dumps(agg, allow_nan=False))
+    nested = json.loads(agg.to_json())
     assert nested["by_hardcase_category"]["near_duplicate"]["contains_all"] is None
 
 
@@ -93,18 +93,18 @@ def test_fixture_run_logs_breakdowns_calibration_and_the_reliability_diagram(sto
     result = execute(RunOptions(golden=str(GOLDEN), corpus=str(KB), tracking_uri=store_uri,
                                 log_breakdowns=True))
     agg = result.aggregate
-    assert set(agg["by_query_type"]) == {"single_doc", "comparison", "follow_up", "abstention"}
-    assert set(agg["by_query_type"]["comparison"]) == set(agg["overall"])
-    assert agg["abstention_outcomes"]["n"] == 4
-    assert agg["abstention_calibration"]["n"] == agg["counts"]["ask"]
+    assert set(agg.by_query_type) == {"single_doc", "comparison", "follow_up", "abstention"}
+    assert set(agg.by_query_type["comparison"]) == set(agg.overall)
+    assert agg.abstention_outcomes["n"] == 4
+    assert agg.abstention_calibration["n"] == agg.counts["ask"]
     client = MlflowClient(tracking_uri=store_uri)
     metrics = client.get_run(result.run_id).data.metrics
     assert metrics["by_query_type/comparison/mrr"] == pytest.approx(
-        agg["by_query_type"]["comparison"]["mrr"])
+        agg.by_query_type["comparison"]["mrr"])
     assert metrics["by_metadata_field/budget/contains_all"] == pytest.approx(
-        agg["by_metadata_field"]["budget"]["contains_all"])
+        agg.by_metadata_field["budget"]["contains_all"])
     assert metrics["abstention_calibration/ece"] == pytest.approx(
-        agg["abstention_calibration"]["ece"])
+        agg.abstention_calibration["ece"])
     assert "abstention_outcomes/correct_refusal_share" in metrics
     names = {a.path for a in client.list_artifacts(result.run_id)}
     assert "reliability_diagram.png" in names

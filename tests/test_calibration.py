@@ -105,9 +105,9 @@ def test_aggregate_calibration_block_is_null_without_confidence_and_json_clean()
     answers = [Answer("x", ("c#0",)), Answer("", (), "gate")]
     scores = {"contains_all": np.array([1.0, np.nan])}
     agg = build_aggregate(golden, scores, answers, np.array([1.0, 2.0]))
-    assert agg["abstention_calibration"] is None and agg["abstention_calibration_raw"] is None
-    assert "reliability_bins" not in agg
-    json.dumps(agg, allow_nan=False)
+    assert agg.abstention_calibration is None and agg.abstention_calibration_raw is None
+    assert "reliability_bins" not in agg.as_dict()
+    agg.to_json()  # refuses NaN
 
 
 def test_aggregate_calibration_correctness_follows_design():
@@ -118,7 +118,7 @@ def test_aggregate_calibration_correctness_follows_design():
     answers = [Answer("x", ("c#0",), None, 0.9, 0.9), Answer("", (), "gate", 0.8, 0.2),
                Answer("", (), "gate", 0.6, 0.4), Answer("y", ("c#0",), None, 0.3, 0.3)]
     scores = {"contains_all": np.array([1.0, np.nan, 0.0, 0.0])}
-    block = build_aggregate(golden, scores, answers, np.ones(4))["abstention_calibration"]
+    block = build_aggregate(golden, scores, answers, np.ones(4)).abstention_calibration
     conf, correct = np.array([0.9, 0.8, 0.6, 0.3]), np.array([1.0, 1.0, 0.0, 0.0])
     assert block == {"ece": pytest.approx(_independent_ece(conf, correct)),
                      "brier": pytest.approx(brier(conf, correct)), "n": 4}

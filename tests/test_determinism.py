@@ -22,7 +22,7 @@ golden = load_golden_set(sys.argv[1])
 pipeline = build_pipeline(build_config(sys.argv[3]), sys.argv[2])
 with tempfile.TemporaryDirectory() as tmp:
     outcome = run_queries(pipeline, golden, 10, cutoffs_for(10), Path(tmp) / "per_query.jsonl")
-aggregate = {k: v for k, v in outcome.aggregate.items() if k != "latency"}
+aggregate = {k: v for k, v in outcome.aggregate.as_dict().items() if k != "latency"}
 print(json.dumps(aggregate, sort_keys=True))  # a float's repr round-trips: same text, same bits
 for name, values in sorted(outcome.scores.items()):
     print(name, [float(v).hex() for v in values])

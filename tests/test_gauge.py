@@ -15,6 +15,7 @@ from kebab_mlflow.stats.gauge import (
     MISSING,
     NA,
     UNCERTAIN,
+    GaugeMetric,
     RowStat,
     combine_states,
     floor_state,
@@ -130,30 +131,31 @@ def test_gauge_metric_by_hand():
         "broken": None,
     }
     block = gauge_metric(scores, "primary", ["rand", "one"], "top", 1000, 0)
-    assert block["primary"]["mean"] == pytest.approx(0.75)
-    assert block["primary"]["n"] == 4
-    assert block["ceiling"] == {"row": "top", "value": 1.0}
-    rand, one = block["floors"]["rand"], block["floors"]["one"]
-    assert rand["gap"] == pytest.approx(0.5)
-    assert rand["normalized"] == pytest.approx(0.5 / 0.75)
-    assert one["gap"] == pytest.approx(0.25)
-    assert one["normalized"] == pytest.approx(0.5)
-    assert block["rows"]["broken"] == MISSING.as_dict()
-    assert block["signal_state"] in (UNCERTAIN, ALIVE)
-    json.dumps(block, allow_nan=False)  # no NaN anywhere
+    assert block.primary.mean == pytest.approx(0.75)
+    assert block.primary.n == 4
+    assert block.as_dict()["ceiling"] == {"row": "top", "value": 1.0}
+    rand, one = block.floors["rand"], block.floors["one"]
+    assert rand.gap == pytest.approx(0.5)
+    assert rand.normalized == pytest.approx(0.5 / 0.75)
+    assert one.gap == pytest.approx(0.25)
+    assert one.normalized == pytest.approx(0.5)
+    assert block.rows["broken"] == MISSING
+    assert block.signal_state in (UNCERTAIN, ALIVE)
+    json.dumps(block.as_dict(), allow_nan=False)  # no NaN anywhere
+    assert GaugeMetric.from_dict(json.loads(json.dumps(block.as_dict()))) == block
 
 
 def test_gauge_metric_without_ceiling_row_uses_one():
     block = gauge_metric({"p": np.array([1.0, 0.5]), "f": np.array([0.0, 0.5])}, "p", ["f"],
                          None, 500, 0)
-    assert block["ceiling"] == {"row": None, "value": 1.0}
-    assert block["floors"]["f"]["normalized"] == pytest.approx(0.5 / 0.75)
+    assert block.as_dict()["ceiling"] == {"row": None, "value": 1.0}
+    assert block.floors["f"].normalized == pytest.approx(0.5 / 0.75)
 
 
 def test_gauge_metric_failed_floor_and_ceiling():
     block = gauge_metric({"p": ONES, "f": None, "c": None}, "p", ["f"], "c", 500, 0)
-    f = block["floors"]["f"]
-    assert (f["gap"], f["normalized"], f["signal_state"]) == (None, None, NA)
-    assert block["ceiling"]["value"] is None
-    assert block["signal_state"] == NA
-    assert not math.isnan(block["primary"]["mean"])
+    f = block.floors["f"]
+    assert (f.gap, f.normalized, f.signal_state) == (None, None, NA)
+    assert block.ceiling is None
+    assert block.signal_state == NA
+    assert not math.isnan(block.primary.mean)

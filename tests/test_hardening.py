@@ -78,7 +78,7 @@ def test_legal_odd_groups_still_work_as_before(tmp_path):
 def test_the_longest_metric_name_is_the_one_the_key_check_assumes():
     result = km.evaluate(km.reference_pipeline("naive_baseline", str(KB)), GOLDEN,
                          k=names.MAX_K)
-    longest = max(result.aggregate["overall"], key=len)
+    longest = max(result.aggregate.overall, key=len)
     assert len(longest) == len(names.LONGEST_METRIC), longest
     assert all(names.key_problem(key) is None for key in result.metrics)
 

@@ -12,12 +12,9 @@ from kebab_mlflow.errors import ConfigError
 from kebab_mlflow.golden import GoldenQuery
 from kebab_mlflow.metrics import METRICS, get_metric, metric_names
 from kebab_mlflow.metrics.aggregate import (
+    Aggregate,
     aggregate_block,
-    dump_aggregate,
-    flat_metrics,
-    load_aggregate,
     metric_key,
-    metric_value,
 )
 from kebab_mlflow.metrics.registry import MetricDef, register
 from kebab_mlflow.metrics.retrieval import (
@@ -61,8 +58,8 @@ def test_precision_is_null_when_no_query_has_expected_chunks():
     block = aggregate_block(scores)
     assert block["precision_at_5_chunk"] is None
     assert block["hit_at_5"] is None
-    assert "precision_at_5_chunk" not in flat_metrics({"overall": block})
-    assert json.loads(dump_aggregate({"overall": block}))["overall"]["hit_at_5"] is None
+    assert "precision_at_5_chunk" not in Aggregate(block).flat_metrics()
+    assert json.loads(Aggregate(block).to_json())["overall"]["hit_at_5"] is None
 
 
 def test_queries_without_truth_are_skipped_not_counted_as_zero():
@@ -233,31 +230,32 @@ def test_from_codes_equals_from_rankings(seed):
 # --- aggregates ----------------------------------------------------------------------------
 
 def test_aggregate_round_trips_through_json():
-    aggregate = {"overall": {"hit_at_5": 0.1 + 0.2, "mrr": None, "ndcg_at_10_doc": 1 / 3},
-                 "counts": {"queries": 3},
-                 "by_query_type": {"comparison": {"mrr": 0.5, "hit_at_5": None}}}
-    loaded = load_aggregate(dump_aggregate(aggregate))
+    aggregate = Aggregate({"hit_at_5": 0.1 + 0.2, "mrr": None, "ndcg_at_10_doc": 1 / 3},
+                          counts={"queries": 3},
+                          by_query_type={"comparison": {"mrr": 0.5, "hit_at_5": None}},
+                          reliability_bins=((0.0, None, None, 0), (0.5, 0.55, 1.0, 2)))
+    loaded = Aggregate.from_json(aggregate.to_json())
     assert loaded == aggregate  # floats exactly (repr round-trips), nulls kept
-    assert metric_value(loaded, "hit_at_5") == 0.1 + 0.2
-    assert metric_value(loaded, "mrr", "by_query_type", "comparison") == 0.5
+    assert loaded.metric("hit_at_5") == 0.1 + 0.2
+    assert loaded.metric("mrr", "by_query_type", "comparison") == 0.5
 
 
 def test_an_aggregate_from_before_a_metric_existed_still_loads():
     old = '{"overall": {"hit_at_5": 0.5, "mrr": 0.25}, "counts": {"queries": 2}}'
-    loaded = load_aggregate(old)
-    assert metric_value(loaded, "ndcg_at_10_doc") is None  # absent, not an error
-    assert metric_value(loaded, "mrr", "by_query_type", "comparison") is None
-    assert metric_value(loaded, "hit_at_5") == 0.5
-    assert flat_metrics(loaded) == {"hit_at_5": 0.5, "mrr": 0.25}
+    loaded = Aggregate.from_json(old)
+    assert loaded.metric("ndcg_at_10_doc") is None  # absent, not an error
+    assert loaded.metric("mrr", "by_query_type", "comparison") is None
+    assert loaded.metric("hit_at_5") == 0.5
+    assert loaded.flat_metrics() == {"hit_at_5": 0.5, "mrr": 0.25}
 
 
 def test_nan_never_goes_into_or_comes_out_of_an_aggregate():
     with pytest.raises(ValueError, match="Out of range float values are not JSON compliant"):
-        dump_aggregate({"overall": {"mrr": float("nan")}})
+        Aggregate({"mrr": float("nan")}).to_json()
     with pytest.raises(ValueError, match="NaN is not valid in an aggregate"):
-        load_aggregate('{"overall": {"mrr": NaN}}')
+        Aggregate.from_json('{"overall": {"mrr": NaN}}')
     with pytest.raises(ValueError, match="not an aggregate"):
-        load_aggregate('{"counts": {}}')
+        Aggregate.from_json('{"counts": {}}')
 
 
 def test_empty_denominator_is_none():

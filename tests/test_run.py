@@ -37,9 +37,9 @@ def test_run_logs_params_metrics_artifacts_tags_and_dataset(store_uri, tmp_path)
         assert key in params, key
     assert params["n_queries"] == "43" and params["preset"] == "naive_baseline"
     metrics = run.data.metrics
-    assert metrics["hit_at_5"] == pytest.approx(result.aggregate["overall"]["hit_at_5"])
+    assert metrics["hit_at_5"] == pytest.approx(result.aggregate.overall["hit_at_5"])
     # headline only by default: the breakdowns are in breakdowns.json (tests/test_ui_layout.py)
-    assert set(metrics) == {k for k, v in result.aggregate["overall"].items() if v is not None}
+    assert set(metrics) == {k for k, v in result.aggregate.overall.items() if v is not None}
     assert all("@" not in m for m in metrics)
     tags = run.data.tags
     assert len(tags["kebab.git_commit"]) in (7, 12) or tags["kebab.git_commit"] == "unknown"
@@ -55,7 +55,7 @@ def test_run_logs_params_metrics_artifacts_tags_and_dataset(store_uri, tmp_path)
     assert [r.id for r in rows][:3] == ["g001", "g002", "g003"] and len(rows) == 43
     agg = json.loads(Path(mlflow_client(store_uri).download_artifacts(
         result.run_id, "aggregate.json", str(tmp_path))).read_text())
-    assert agg["overall"]["hit_at_5"] == result.aggregate["overall"]["hit_at_5"]
+    assert agg["overall"]["hit_at_5"] == result.aggregate.overall["hit_at_5"]
     inputs = run.inputs.dataset_inputs
     assert len(inputs) == 1 and inputs[0].dataset.digest == tags["kebab.golden_sha256"][:36]
 
@@ -145,7 +145,7 @@ def test_a_query_that_raises_is_recorded_and_counted(tmp_path):
     outcome = run_queries(pipeline, golden, 10, [1, 5, 10], tmp_path / "pq.jsonl")
     failing = [q for q in golden.queries if "Bayline" in q.query]
     assert failing
-    assert outcome.aggregate["overall"]["error_rate"] == pytest.approx(len(failing) / 43)
+    assert outcome.aggregate.overall["error_rate"] == pytest.approx(len(failing) / 43)
     rows = {r.id: r for r in read_per_query(tmp_path / "pq.jsonl")}
     assert rows[failing[0].id].error == "RuntimeError: boom" and rows[failing[0].id].hits == ()
     with pytest.raises(QueryFailed, match="boom"):
@@ -173,8 +173,8 @@ def test_a_batch_without_ask_queries_keeps_the_answer_scores_aligned(tmp_path):
     contains = outcome.scores["contains_all"]
     assert contains.shape == (len(queries),)
     assert np.isnan(contains[:-2]).all() and not np.isnan(contains[-2:]).any()
-    assert outcome.aggregate["overall"]["contains_all"] == pytest.approx(contains[-2:].mean())
-    assert outcome.aggregate["by_query_type"]  # breakdowns index the arrays by query
+    assert outcome.aggregate.overall["contains_all"] == pytest.approx(contains[-2:].mean())
+    assert outcome.aggregate.by_query_type  # breakdowns index the arrays by query
 
 
 def test_help_does_not_import_mlflow():

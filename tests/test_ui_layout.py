@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from kebab_mlflow.cli import app
 from kebab_mlflow.evaluation.per_query import read_per_query
+from kebab_mlflow.metrics.aggregate import Aggregate
 from kebab_mlflow.tracking.log import RunOptions, execute
 from tests.conftest import GOLDEN, KB, ROOT, mlflow_client, runs_in, write
 
@@ -48,16 +49,17 @@ def runs(tmp_path_factory) -> Runs:
                          log_breakdowns=True))
 
 
-def _breakdown_values(aggregate: dict) -> list[tuple[str, str, str, object]]:
+def _breakdown_values(aggregate: Aggregate) -> list[tuple[str, str, str, object]]:
     """Every (block, group, metric, value) of the aggregate outside ``overall``/``counts``,
     walked here independently of the code under test."""
     out = []
     for block in ("by_query_type", "by_hardcase_category", "by_metadata_field"):
-        for group, metrics in aggregate[block].items():
+        for group, metrics in getattr(aggregate, block).items():
             out += [(block, group, name, value) for name, value in metrics.items()]
     for block in ("abstention_outcomes", "abstention_calibration", "abstention_calibration_raw",
                   "latency"):
-        out += [(block, "", name, value) for name, value in (aggregate[block] or {}).items()]
+        out += [(block, "", name, value)
+                for name, value in (getattr(aggregate, block) or {}).items()]
     return out
 
 
@@ -65,7 +67,7 @@ def test_headline_metrics_alone_and_breakdowns_in_a_table(runs, tmp_path):
     result = runs.base
     client = mlflow_client(runs.uri)
     run = client.get_run(result.run_id)
-    overall = result.aggregate["overall"]
+    overall = result.aggregate.overall
     assert set(run.data.metrics) == {n for n, v in overall.items() if v is not None}
     assert "hit_at_10" in run.data.metrics and "by_query_type/comparison/mrr" not in (
         run.data.metrics)
@@ -81,7 +83,7 @@ def test_headline_metrics_alone_and_breakdowns_in_a_table(runs, tmp_path):
         assert row[3] == (None if value is None else pytest.approx(value, abs=1e-10))
     comparison_mrr = [r for r in table["data"] if r[4] == "by_query_type/comparison/mrr"]
     assert comparison_mrr[0][3] == pytest.approx(
-        result.aggregate["by_query_type"]["comparison"]["mrr"], abs=1e-10)
+        result.aggregate.by_query_type["comparison"]["mrr"], abs=1e-10)
     assert {"path": "breakdowns.json", "type": "table"} in json.loads(
         run.data.tags["mlflow.loggedArtifacts"])
     # --json keeps every value, as before (its consumers read breakdowns from it)
@@ -95,7 +97,7 @@ def test_log_breakdowns_logs_everything_headline_first(runs):
     non_null = [r for r in _breakdown_values(result.aggregate)
                 if isinstance(r[3], (int, float)) and not isinstance(r[3], bool)]
     assert len(metrics) == len(non_null) + sum(v is not None for v in
-                                               result.aggregate["overall"].values())
+                                               result.aggregate.overall.values())
 
 
 def test_experiment_kind_is_set(runs):
@@ -144,7 +146,7 @@ def test_one_logged_model_per_version_snapshot(runs):
     assert model.params["index_version"] == other.versions["index_version"]
     assert model.tags["mlflow.model.isExternal"] == "true"
     linked = {(m.key, m.run_id): m.value for m in model.metrics}
-    assert linked[("mrr", other.run_id)] == pytest.approx(other.aggregate["overall"]["mrr"])
+    assert linked[("mrr", other.run_id)] == pytest.approx(other.aggregate.overall["mrr"])
     digest = client.get_run(other.run_id).inputs.dataset_inputs[0].dataset.digest
     assert {m.dataset_digest for m in model.metrics} == {digest}
 

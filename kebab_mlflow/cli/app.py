@@ -11,8 +11,10 @@ import functools
 import gc
 from typing import Annotated
 
+import click
 import typer
 from rich.markup import escape
+from typer.core import TyperGroup
 
 from kebab_mlflow.errors import KebabError, RunInterrupted
 from kebab_mlflow.interrupts import sigterm_as_interrupt
@@ -52,7 +54,23 @@ class _App(typer.Typer):
         return wrap
 
 
-app = _App(add_completion=False, no_args_is_help=True, rich_markup_mode=None,
+# The order `--help` lists the commands in: that of the single-module CLI before the package
+# layout, each later command beside its kin (import-trec after the run module's commands,
+# power after compare, tune after sweep). Registration order depends on the modules' layout,
+# so the order is written here; a command missing from it is listed last.
+HELP_ORDER = ("validate", "metrics", "presets", "run", "runs", "show", "ui", "import-beir",
+              "upload", "import-trec", "compare", "power", "sweep", "tune", "calibrate",
+              "import-squad", "baseline")
+
+
+class _HelpOrder(TyperGroup):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        names = super().list_commands(ctx)
+        return sorted(names, key=lambda n: HELP_ORDER.index(n) if n in HELP_ORDER
+                      else len(HELP_ORDER))
+
+
+app = _App(add_completion=False, no_args_is_help=True, rich_markup_mode=None, cls=_HelpOrder,
            help="Evaluate retrieval/RAG pipelines on golden sets; MLflow is the record.")
 baseline_app = _App(help="Mark or show the experiment's baseline run.", no_args_is_help=True)
 app.add_typer(baseline_app, name="baseline")

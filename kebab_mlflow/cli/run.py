@@ -97,11 +97,11 @@ def run(
     if as_json:
         typer.echo(json.dumps({"run_id": result.run_id, "experiment_id": result.experiment_id,
                                "status": result.status,
-                               "metrics": ordered(result.metrics, result.aggregate),
+                               "metrics": ordered(result.metrics, result.aggregate.overall),
                                "timings": result.timings}))
         return
-    overall = result.aggregate["overall"]
-    err.print(metrics_table("summary", {n: overall[n] for n in headline(result.aggregate)}))
+    overall = result.aggregate.overall
+    err.print(metrics_table("summary", {n: overall[n] for n in headline(overall)}))
     err.print(f"run [bold]{result.run_id}[/] {result.status} in experiment {experiment}")
     err.print("open the MLflow UI on this run's store (no venv to activate):")
     err.print(f"  [cyan]{result.ui_command}[/]", highlight=False, soft_wrap=True)

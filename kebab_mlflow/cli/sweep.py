@@ -79,7 +79,7 @@ def _print_result(spec: Any, result: Any, wide: bool) -> None:
     console = out if out.is_terminal else Console(file=io.StringIO(), width=1000)
     tables = ([_table(f"distinguishing power — {spec.name} (overall: {result.signal_state})",
                       GAUGE_COLUMNS, gauge_rows(result.gauge), box.SIMPLE)] if wide else
-              [_table(f"{metric}: {block['signal_state']} (primary {spec.primary})",
+              [_table(f"{metric}: {block.signal_state} (primary {spec.primary})",
                       NARROW_GAUGE_COLUMNS, gauge_rows_narrow(block), box.SIMPLE)
                for metric, block in result.gauge.items()])
     if not wide:

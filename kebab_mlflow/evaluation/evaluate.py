@@ -26,7 +26,7 @@ from kebab_mlflow.errors import ConfigError
 from kebab_mlflow.evaluation.per_query import PerQueryRow, read_per_query
 from kebab_mlflow.evaluation.runner import check_expected_ids, run_queries
 from kebab_mlflow.golden import GoldenSet, load_golden_set
-from kebab_mlflow.metrics.aggregate import flat_metrics
+from kebab_mlflow.metrics.aggregate import Aggregate
 from kebab_mlflow.metrics.scoring import run_cutoffs
 from kebab_mlflow.records import VersionSnapshot
 
@@ -69,7 +69,7 @@ class EvalResult:
     k: int
     cutoffs: tuple[int, ...]
     seed: int
-    aggregate: Mapping[str, Any]
+    aggregate: Aggregate
     scores: Mapping[str, np.ndarray]  # metric -> per-query values (NaN: does not count)
     per_query_path: Path
     per_query_sha256: str
@@ -79,11 +79,11 @@ class EvalResult:
     @property
     def metrics(self) -> dict[str, float]:
         """Every aggregate value that is not null, by its MLflow metric name."""
-        return flat_metrics(self.aggregate)
+        return self.aggregate.flat_metrics()
 
     @property
     def overall(self) -> Mapping[str, float | None]:
-        return self.aggregate["overall"]
+        return self.aggregate.overall
 
     @property
     def query_ids(self) -> tuple[str, ...]:

@@ -6,11 +6,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from kebab_mlflow.formatting import number
+from kebab_mlflow.metrics.aggregate import BREAKDOWNS, SCALAR_BLOCKS, Aggregate
 from kebab_mlflow.metrics.registry import METRICS, display_order
 
 
 def summary_table(overall: Mapping[str, float | None], names: list[str] | None = None) -> str:
-    names = names or headline({"overall": overall}) or list(overall)[:12]
+    names = names or headline(overall) or list(overall)[:12]
     rows = ["| metric | value |", "|---|---|"]
     rows += [f"| {n} | {number(overall.get(n))} |" for n in names if n in overall]
     return "\n".join(rows)
@@ -40,26 +41,26 @@ def _is_headline(name: str) -> bool:
             or ks is not None and m.k in ks)
 
 
-def headline(aggregate: Mapping[str, Any]) -> list[str]:
-    """The summary's metrics: headline ones that have a value — a level without ground truth
-    in this golden set has none, so it is not shown as rows of dashes — in display order."""
-    overall = aggregate["overall"]
+def headline(overall: Mapping[str, float | None]) -> list[str]:
+    """The summary's metrics of an overall block: headline ones that have a value — a level
+    without ground truth in this golden set has none, so it is not shown as rows of dashes —
+    in display order."""
     return display_order(n for n, v in overall.items() if v is not None and _is_headline(n))
 
 
-def ordered(metrics: Mapping[str, float], aggregate: Mapping[str, Any] | None = None
+def ordered(metrics: Mapping[str, float], overall: Mapping[str, float | None] | None = None
             ) -> dict[str, float]:
     """``metrics`` (MLflow names → values) in display order: the headline ones first (those
     with ground truth in this golden set), then every other overall metric, then the
     breakdown blocks; cut-offs in numeric order."""
-    first = headline(aggregate) if aggregate is not None else []
+    first = headline(overall) if overall is not None else []
     rest = display_order(n for n in metrics if n not in first)
     return {n: metrics[n] for n in [*first, *rest] if n in metrics}
 
 
-def run_report(title: str, params: Mapping[str, Any], aggregate: Mapping[str, Any]) -> str:
-    overall = aggregate["overall"]
-    lines = [f"# {title}", "", "## Summary", "", summary_table(overall, headline(aggregate)),
+def run_report(title: str, params: Mapping[str, Any], aggregate: Aggregate) -> str:
+    overall = aggregate.overall
+    lines = [f"# {title}", "", "## Summary", "", summary_table(overall, headline(overall)),
              "", "## Configuration", "", "| param | value |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in params.items() if not k.startswith("config.")]
     lines += ["", "## All metrics", "", "| metric | value | definition |", "|---|---|---|"]
@@ -70,20 +71,19 @@ def run_report(title: str, params: Mapping[str, Any], aggregate: Mapping[str, An
     if unvalued:
         lines += ["", f"No value (no ground truth or no case in this golden set): "
                   f"{', '.join(unvalued)}."]
-    lines += ["", "## Counts", ""] + [f"- {k}: {v}" for k, v in aggregate["counts"].items()]
-    for block in ("by_query_type", "by_hardcase_category", "by_metadata_field"):
-        groups = aggregate.get(block) or {}
+    lines += ["", "## Counts", ""] + [f"- {k}: {v}" for k, v in aggregate.counts.items()]
+    for block in BREAKDOWNS:
+        groups = getattr(aggregate, block)
         if not groups:
             continue
-        shown = [n for n in headline(aggregate) if n in BREAKDOWN_COLUMNS
+        shown = [n for n in headline(overall) if n in BREAKDOWN_COLUMNS
                  and any(g.get(n) is not None for g in groups.values())]
         lines += ["", f"## {block}", "", "| group | " + " | ".join(shown) + " |",
                   "|---|" + "---|" * len(shown)]
         lines += [f"| {key} | " + " | ".join(number(g.get(n)) for n in shown) + " |"
                   for key, g in groups.items()]
-    for block in ("abstention_outcomes", "abstention_calibration", "abstention_calibration_raw",
-                  "latency"):
-        value = aggregate.get(block)
+    for block in SCALAR_BLOCKS:
+        value = getattr(aggregate, block)
         lines += ["", f"## {block}", ""]
         lines += ([f"- {k}: {number(v)}" for k, v in value.items()] if value
                   else ["null (no case for this block)"])

@@ -23,7 +23,7 @@ from kebab_mlflow.errors import CorpusError, Problem, QueryFailed
 from kebab_mlflow.evaluation.per_query import PerQueryWriter, record
 from kebab_mlflow.golden import GoldenQuery, GoldenSet
 from kebab_mlflow.interrupts import checkpoint
-from kebab_mlflow.metrics.aggregate import aggregate_block, breakdowns, counts
+from kebab_mlflow.metrics.aggregate import Aggregate, aggregate_block, breakdowns, counts
 from kebab_mlflow.metrics.calibration import (
     abstention_outcomes,
     calibration_block,
@@ -40,7 +40,7 @@ BATCH_SIZE = 64
 
 @dataclass
 class EvalOutcome:
-    aggregate: dict[str, Any]
+    aggregate: Aggregate
     per_query_path: Path
     per_query_sha256: str
     scores: dict[str, np.ndarray]
@@ -199,27 +199,25 @@ def _run_many(pipeline: Any, queries: Sequence[GoldenQuery], depth: int) -> list
 
 
 def build_aggregate(golden: GoldenSet, scores: dict[str, np.ndarray],
-                    answers: Sequence[Answer | None], latencies_ms: np.ndarray) -> dict[str, Any]:
+                    answers: Sequence[Answer | None], latencies_ms: np.ndarray) -> Aggregate:
     queries = golden.queries
-    aggregate: dict[str, Any] = {
-        "overall": aggregate_block(scores),
-        "counts": counts(queries),
-        **breakdowns(queries, scores),
-        "abstention_outcomes": abstention_outcomes(queries, answers),
-        "abstention_calibration": None,
-        "abstention_calibration_raw": None,
-        "latency": {"p50_ms": float(np.percentile(latencies_ms, 50)),
-                    "p95_ms": float(np.percentile(latencies_ms, 95)),
-                    "mean_ms": float(latencies_ms.mean())} if latencies_ms.size else None,
-    }
+    calibration: dict[str, Any] = {}
     if "contains_all" in scores:
         calibrated = calibration_pairs(queries, answers, scores["contains_all"])
-        aggregate["abstention_calibration"] = calibration_block(*calibrated)
-        if calibrated[0].size:
-            aggregate["reliability_bins"] = reliability_bins(*calibrated)
         raw = calibration_pairs(queries, answers, scores["contains_all"], _uncalibrated)
-        aggregate["abstention_calibration_raw"] = calibration_block(*raw)
-    return aggregate
+        calibration = {"abstention_calibration": calibration_block(*calibrated),
+                       "abstention_calibration_raw": calibration_block(*raw)}
+        if calibrated[0].size:
+            calibration["reliability_bins"] = tuple(reliability_bins(*calibrated))
+    return Aggregate(
+        overall=aggregate_block(scores),
+        counts=counts(queries),
+        **breakdowns(queries, scores),
+        abstention_outcomes=abstention_outcomes(queries, answers),
+        latency={"p50_ms": float(np.percentile(latencies_ms, 50)),
+                 "p95_ms": float(np.percentile(latencies_ms, 95)),
+                 "mean_ms": float(latencies_ms.mean())} if latencies_ms.size else None,
+        **calibration)
 
 
 def _uncalibrated(answer: Answer) -> float | None:

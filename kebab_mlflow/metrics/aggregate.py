@@ -1,9 +1,11 @@
-"""Aggregation: per-query arrays → metric blocks. Empty denominators give None (JSON null)."""
+"""Aggregation: per-query arrays → metric blocks, and :class:`Aggregate`, the record of a run's
+blocks (``aggregate.json``). Empty denominators give None (JSON null)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
@@ -54,52 +56,89 @@ def counts(queries: Sequence[GoldenQuery]) -> dict[str, int]:
     }
 
 
-def flat_metrics(aggregate: Mapping) -> dict[str, float]:
-    """Every non-null number of an aggregate as MLflow metrics (breakdowns under a prefix)."""
-    out: dict[str, float] = {}
-    for name, value in aggregate.get("overall", {}).items():
-        if value is not None:
-            out[metric_key(name)] = value
-    for block in ("by_query_type", "by_hardcase_category", "by_metadata_field"):
-        for key, metrics in (aggregate.get(block) or {}).items():
-            for name, value in metrics.items():
-                if value is not None:
-                    out[metric_key(block, key, name)] = value
-    for block in ("abstention_outcomes", "abstention_calibration", "abstention_calibration_raw",
-                  "latency"):
-        for name, value in (aggregate.get(block) or {}).items():
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                out[metric_key(block, name)] = float(value)
-    return out
+BREAKDOWNS = ("by_query_type", "by_hardcase_category", "by_metadata_field")
+# blocks of named numbers (counts, shares, ECE/Brier, latency) that are MLflow metrics too
+SCALAR_BLOCKS = ("abstention_outcomes", "abstention_calibration", "abstention_calibration_raw",
+                 "latency")
+MetricBlock = Mapping[str, float | None]
+ReliabilityBin = tuple[float, float | None, float | None, int]  # lower edge, confidence, acc., n
 
 
-def dump_aggregate(aggregate: Mapping) -> str:
-    """``aggregate.json`` text: nulls kept, NaN refused (an aggregate holds None, never NaN)."""
-    return json.dumps(aggregate, indent=1, allow_nan=False)
+@dataclass(frozen=True)
+class Aggregate:
+    """A run's aggregate, one field per block of ``aggregate.json`` (in the file's order).
+
+    Blocks keyed by names that vary with the run — metric names, breakdown groups, count and
+    outcome names — are mappings; a block that does not apply is None (JSON null).
+    ``reliability_bins`` exists only when some answer carried a confidence (the file has no
+    key otherwise)."""
+
+    overall: MetricBlock
+    counts: Mapping[str, int] = field(default_factory=dict)
+    by_query_type: Mapping[str, MetricBlock] = field(default_factory=dict)
+    by_hardcase_category: Mapping[str, MetricBlock] = field(default_factory=dict)
+    by_metadata_field: Mapping[str, MetricBlock] = field(default_factory=dict)
+    abstention_outcomes: Mapping[str, float] | None = None
+    abstention_calibration: Mapping[str, float] | None = None
+    abstention_calibration_raw: Mapping[str, float] | None = None
+    latency: Mapping[str, float] | None = None
+    reliability_bins: tuple[ReliabilityBin, ...] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The ``aggregate.json`` object."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        if self.reliability_bins is None:
+            del out["reliability_bins"]
+        return out
+
+    def to_json(self) -> str:
+        """``aggregate.json`` text: nulls kept, NaN refused (an aggregate holds None, never
+        NaN)."""
+        return json.dumps(self.as_dict(), indent=1, allow_nan=False)
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> Aggregate:
+        """Read ``aggregate.json`` back. One written by an older version, before some metric
+        or block existed, loads as it is: a missing metric reads as absent (None, see
+        :meth:`metric`), a missing block as empty or None, not as an error."""
+        try:
+            data = json.loads(text, parse_constant=_refuse_constant)
+        except RecursionError:
+            raise ValueError("JSON nested too deeply") from None
+        if not isinstance(data, dict) or not isinstance(data.get("overall"), dict):
+            raise ValueError("not an aggregate: expected a JSON object with an 'overall' block")
+        for f in fields(cls):
+            if not isinstance(data.get(f.name), (dict, list, type(None))):
+                raise ValueError(f"not an aggregate: block {f.name!r} is not an object")
+        blocks = {f.name: data[f.name] for f in fields(cls) if data.get(f.name) is not None}
+        if "reliability_bins" in blocks:
+            blocks["reliability_bins"] = tuple(tuple(b) for b in blocks["reliability_bins"])
+        return cls(**blocks)
+
+    def metric(self, name: str, block: str = "overall", group: str | None = None
+               ) -> float | None:
+        """A metric of the overall block, or of a breakdown group (``"by_query_type",
+        "comparison"``); None when the group or the metric is absent or the value is null."""
+        values = getattr(self, block) or {}
+        if group is not None:
+            values = values.get(group) or {}
+        value = values.get(name)
+        return None if value is None else float(value)
+
+    def flat_metrics(self) -> dict[str, float]:
+        """Every non-null number as MLflow metrics (breakdowns under a prefix)."""
+        out = {metric_key(name): value for name, value in self.overall.items()
+               if value is not None}
+        for block in BREAKDOWNS:
+            for key, metrics in getattr(self, block).items():
+                out.update({metric_key(block, key, name): value
+                            for name, value in metrics.items() if value is not None})
+        for block in SCALAR_BLOCKS:
+            for name, value in (getattr(self, block) or {}).items():
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    out[metric_key(block, name)] = float(value)
+        return out
 
 
 def _refuse_constant(name: str) -> float:
     raise ValueError(f"{name} is not valid in an aggregate (use null)")
-
-
-def load_aggregate(text: str | bytes) -> dict:
-    """Read ``aggregate.json`` back. An aggregate written by an older version, before some
-    metric existed, loads as it is: ask for that metric with :func:`metric_value`, which reads
-    a missing metric as absent (None), not as an error."""
-    try:
-        data = json.loads(text, parse_constant=_refuse_constant)
-    except RecursionError:
-        raise ValueError("JSON nested too deeply") from None
-    if not isinstance(data, dict) or not isinstance(data.get("overall"), dict):
-        raise ValueError("not an aggregate: expected a JSON object with an 'overall' block")
-    return data
-
-
-def metric_value(aggregate: Mapping, name: str, *block: str) -> float | None:
-    """A metric of a block (``"overall"`` by default, or e.g. ``"by_query_type", "comparison"``);
-    None when the block or the metric is absent or the value is null."""
-    node: Any = aggregate
-    for key in block or ("overall",):
-        node = node.get(key) if isinstance(node, Mapping) else None
-    value = node.get(name) if isinstance(node, Mapping) else None
-    return None if value is None else float(value)

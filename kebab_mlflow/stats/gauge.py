@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -123,31 +124,78 @@ def normalized_gap(gap: float | None, floor_mean: float | None,
     return gap / denominator
 
 
+@dataclass(frozen=True)
+class FloorGap:
+    """The primary against one floor: the floor's own stat, the gap with its paired CI, the
+    normalized gap and the state."""
+
+    stat: RowStat
+    gap: float | None
+    gap_ci_low: float | None
+    gap_ci_high: float | None
+    normalized: float | None
+    signal_state: str
+
+    def as_dict(self) -> dict[str, float | int | str | None]:
+        return {**self.stat.as_dict(), "gap": self.gap, "gap_ci_low": self.gap_ci_low,
+                "gap_ci_high": self.gap_ci_high, "normalized": self.normalized,
+                "signal_state": self.signal_state}
+
+
+@dataclass(frozen=True)
+class GaugeMetric:
+    """The gauge of one metric: the primary row's stat, the ceiling's value, each floor's gap,
+    every row's stat and the overall state of the metric."""
+
+    primary_row: str
+    primary: RowStat
+    ceiling_row: str | None
+    ceiling: float | None  # the ceiling row's mean; 1.0 without a ceiling row
+    floors: Mapping[str, FloorGap]
+    rows: Mapping[str, RowStat]
+    signal_state: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """The metric's block of ``distinguishing_power.json`` (and ``sweep --json``)."""
+        return {
+            "primary": {"row": self.primary_row, **self.primary.as_dict()},
+            "ceiling": {"row": self.ceiling_row, "value": self.ceiling},
+            "floors": {name: f.as_dict() for name, f in self.floors.items()},
+            "rows": {name: s.as_dict() for name, s in self.rows.items()},
+            "signal_state": self.signal_state,
+            "n_queries": self.primary.n,
+        }
+
+    @classmethod
+    def from_dict(cls, block: Mapping[str, Any]) -> GaugeMetric:
+        """A block of ``distinguishing_power.json`` or ``sweep --json`` read back."""
+        def stat(d: Mapping[str, Any]) -> RowStat:
+            return RowStat(d["mean"], d["ci_low"], d["ci_high"], d["n"])
+
+        floors = {name: FloorGap(stat(f), f["gap"], f["gap_ci_low"], f["gap_ci_high"],
+                                 f["normalized"], f["signal_state"])
+                  for name, f in block["floors"].items()}
+        return cls(block["primary"]["row"], stat(block["primary"]), block["ceiling"]["row"],
+                   block["ceiling"]["value"], floors,
+                   {name: stat(r) for name, r in block["rows"].items()}, block["signal_state"])
+
+
 def gauge_metric(scores: Mapping[str, np.ndarray | None], primary: str, floors: Sequence[str],
-                 ceiling: str | None, resamples: int, seed: int) -> dict:
-    """The gauge block of one metric. ``scores`` maps every row name to its per-query array
-    (None for a row that failed); all arrays are aligned on the same queries."""
+                 ceiling: str | None, resamples: int, seed: int) -> GaugeMetric:
+    """The gauge of one metric. ``scores`` maps every row name to its per-query array (None
+    for a row that failed); all arrays are aligned on the same queries."""
     stats = {name: row_stat(values, resamples, seed) for name, values in scores.items()}
     p = stats.get(primary, MISSING)
-    if ceiling is None:
-        ceiling_value: float | None = 1.0
-    else:
-        ceiling_value = stats.get(ceiling, MISSING).mean
-    floor_blocks = {}
+    ceiling_value = 1.0 if ceiling is None else stats.get(ceiling, MISSING).mean
+    floor_gaps = {}
     for name in floors:
         f = stats.get(name, MISSING)
         gap = None if p.mean is None or f.mean is None else p.mean - f.mean
         p_values, f_values = scores.get(primary), scores.get(name)
         gap_lo, gap_hi = ((None, None) if p_values is None or f_values is None
                           else paired_gap_ci(p_values, f_values, resamples, seed))
-        floor_blocks[name] = {**f.as_dict(), "gap": gap, "gap_ci_low": gap_lo,
-                              "gap_ci_high": gap_hi,
-                              "normalized": normalized_gap(gap, f.mean, ceiling_value),
-                              "signal_state": floor_state(p, f)}
-    return {
-        "primary": {"row": primary, **p.as_dict()},
-        "ceiling": {"row": ceiling, "value": ceiling_value},
-        "floors": floor_blocks,
-        "rows": {name: s.as_dict() for name, s in stats.items()},
-        "signal_state": signal_state(p, {n: stats.get(n, MISSING) for n in floors}),
-    }
+        floor_gaps[name] = FloorGap(f, gap, gap_lo, gap_hi,
+                                    normalized_gap(gap, f.mean, ceiling_value),
+                                    floor_state(p, f))
+    return GaugeMetric(primary, p, ceiling, ceiling_value, floor_gaps, stats,
+                       signal_state(p, {n: stats.get(n, MISSING) for n in floors}))

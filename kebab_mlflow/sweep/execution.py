@@ -114,7 +114,7 @@ def execute_row(options: Any, metrics: tuple[str, ...]) -> dict[str, Any]:
     return {"run_id": result.run_id, "query_ids": list(result.query_ids),
             "scores": {m: np.asarray(result.scores[m], dtype=np.float64)
                        for m in metrics if m in result.scores},
-            "overall": dict(result.aggregate["overall"]),
+            "overall": dict(result.aggregate.overall),
             "seconds": time.perf_counter() - t0}
 
 

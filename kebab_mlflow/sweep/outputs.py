@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kebab_mlflow.formatting import number
+from kebab_mlflow.stats.gauge import FloorGap, GaugeMetric, RowStat, combine_states, gauge_metric
 from kebab_mlflow.sweep.spec import (
     FLOOR_KEYS,
     ROW_STAT_KEYS,
@@ -23,39 +24,33 @@ from kebab_mlflow.sweep.spec import (
 )
 
 
-def compute_gauge(spec: SweepSpec, rows: Mapping[str, RowOutcome]) -> dict[str, dict]:
-    from kebab_mlflow.stats.gauge import gauge_metric
-
+def compute_gauge(spec: SweepSpec, rows: Mapping[str, RowOutcome]) -> dict[str, GaugeMetric]:
     out = {}
     for metric in spec.gauge_metrics:
         scores = {n: (r.scores.get(metric) if r.status == "FINISHED" else None)
                   for n, r in rows.items()}
-        block = gauge_metric(scores, spec.primary, spec.floors, spec.ceiling, spec.resamples,
-                             spec.seed)
-        block["n_queries"] = block["primary"]["n"]
-        out[metric] = block
+        out[metric] = gauge_metric(scores, spec.primary, spec.floors, spec.ceiling,
+                                   spec.resamples, spec.seed)
     return out
 
 
-def overall_state(gauge: Mapping[str, dict]) -> str:
-    from kebab_mlflow.stats.gauge import combine_states
-
-    return combine_states([g["signal_state"] for g in gauge.values()])
+def overall_state(gauge: Mapping[str, GaugeMetric]) -> str:
+    return combine_states([g.signal_state for g in gauge.values()])
 
 
-def gauge_metrics_flat(gauge: Mapping[str, dict]) -> dict[str, float]:
+def gauge_metrics_flat(gauge: Mapping[str, GaugeMetric]) -> dict[str, float]:
     """MLflow metrics of the gauge: non-null values only."""
     flat: dict[str, float] = {}
     for metric, block in gauge.items():
-        for row, stat in block["rows"].items():
+        for row, stat in block.rows.items():
             for key in ROW_STAT_KEYS:
-                if stat[key] is not None:
-                    flat[f"gauge/{metric}/{row}/{key}"] = stat[key]
-        for floor, fb in block["floors"].items():
+                if getattr(stat, key) is not None:
+                    flat[f"gauge/{metric}/{row}/{key}"] = getattr(stat, key)
+        for floor, fb in block.floors.items():
             for key in FLOOR_KEYS:
-                if fb[key] is not None:
-                    flat[f"gauge/{metric}/{floor}/{key}"] = fb[key]
-        flat[f"gauge/{metric}/alive"] = float(block["signal_state"] == "alive")
+                if getattr(fb, key) is not None:
+                    flat[f"gauge/{metric}/{floor}/{key}"] = getattr(fb, key)
+        flat[f"gauge/{metric}/alive"] = float(block.signal_state == "alive")
     return flat
 
 
@@ -67,7 +62,8 @@ def distinguishing_power(spec: SweepSpec, result: SweepResult) -> dict[str, Any]
     return {
         "sweep": spec.name, "parent_run_id": result.parent_run_id,
         "primary": spec.primary, "floors": list(spec.floors), "ceiling": spec.ceiling,
-        "signal_state": result.signal_state, "gauge": result.gauge,
+        "signal_state": result.signal_state,
+        "gauge": {m: g.as_dict() for m, g in result.gauge.items()},
         "failed_rows": result.failed_rows,
         "rows": {n: {"run_id": r.run_id, "role": r.role, "status": r.status,
                      "reused": r.reused} for n, r in result.rows.items()},
@@ -79,26 +75,27 @@ def distinguishing_power(spec: SweepSpec, result: SweepResult) -> dict[str, Any]
     }
 
 
-def _ci(stat: Mapping[str, Any]) -> str:
-    if stat.get("mean") is None:
+def _ci(stat: RowStat | None) -> str:
+    if stat is None or stat.mean is None:
         return "—"
-    if stat.get("ci_low") is None:
-        return number(stat["mean"])
-    return f"{number(stat['mean'])} [{number(stat['ci_low'])}, {number(stat['ci_high'])}]"
+    if stat.ci_low is None:
+        return number(stat.mean)
+    return f"{number(stat.mean)} [{number(stat.ci_low)}, {number(stat.ci_high)}]"
 
 
-def gauge_rows(gauge: Mapping[str, dict]) -> list[tuple[str, ...]]:
+def _gap(fb: FloorGap) -> str:
+    gap = number(fb.gap)
+    if fb.gap_ci_low is not None:
+        gap += f" [{number(fb.gap_ci_low)}, {number(fb.gap_ci_high)}]"
+    return gap
+
+
+def gauge_rows(gauge: Mapping[str, GaugeMetric]) -> list[tuple[str, ...]]:
     """One table row per (metric, floor): metric, floor, primary, floor, gap, normalized,
     state — rendered strings."""
-    out = []
-    for metric, block in gauge.items():
-        for floor, fb in block["floors"].items():
-            gap = number(fb["gap"])
-            if fb["gap_ci_low"] is not None:
-                gap += f" [{number(fb['gap_ci_low'])}, {number(fb['gap_ci_high'])}]"
-            out.append((metric, floor, _ci(block["primary"]), _ci(fb), gap,
-                        number(fb["normalized"]), fb["signal_state"]))
-    return out
+    return [(metric, floor, _ci(block.primary), _ci(fb.stat), _gap(fb), number(fb.normalized),
+             fb.signal_state)
+            for metric, block in gauge.items() for floor, fb in block.floors.items()]
 
 
 GAUGE_COLUMNS = ("metric", "floor", "primary [95% CI]", "floor [95% CI]",
@@ -108,16 +105,10 @@ GAUGE_COLUMNS = ("metric", "floor", "primary [95% CI]", "floor [95% CI]",
 NARROW_GAUGE_COLUMNS = ("floor", "primary", "mean", "gap [95% CI]", "norm.", "state")
 
 
-def gauge_rows_narrow(block: Mapping[str, Any]) -> list[tuple[str, ...]]:
+def gauge_rows_narrow(block: GaugeMetric) -> list[tuple[str, ...]]:
     """One table row per floor of one gauged metric, for an 80-column terminal."""
-    out = []
-    for floor, fb in block["floors"].items():
-        gap = number(fb["gap"])
-        if fb["gap_ci_low"] is not None:
-            gap += f" [{number(fb['gap_ci_low'])}, {number(fb['gap_ci_high'])}]"
-        out.append((floor, number(block["primary"].get("mean")), number(fb.get("mean")), gap,
-                    number(fb["normalized"]), fb["signal_state"]))
-    return out
+    return [(floor, number(block.primary.mean), number(fb.stat.mean), _gap(fb),
+             number(fb.normalized), fb.signal_state) for floor, fb in block.floors.items()]
 
 
 def headline_metrics(spec: SweepSpec, rows: Mapping[str, RowOutcome]) -> list[str]:
@@ -139,7 +130,7 @@ def gauge_markdown(spec: SweepSpec, result: SweepResult) -> str:
              f"{spec.golden_name!r}; bootstrap {spec.resamples} resamples, seed {spec.seed}.",
              "", f"Overall signal state: **{result.signal_state}**", "",
              "| metric | state |", "|---|---|"]
-    lines += [f"| {m} | {b['signal_state']} |" for m, b in result.gauge.items()]
+    lines += [f"| {m} | {b.signal_state} |" for m, b in result.gauge.items()]
     lines += ["", "| " + " | ".join(GAUGE_COLUMNS) + " |", "|" + "---|" * len(GAUGE_COLUMNS)]
     lines += ["| " + " | ".join(r) + " |" for r in gauge_rows(result.gauge)]
     if result.failed_rows:
@@ -157,8 +148,8 @@ def leaderboard(spec: SweepSpec, result: SweepResult) -> tuple[str, str]:
     first = spec.gauge_metrics[0]
 
     def key(name: str) -> float:
-        mean = result.gauge[first]["rows"].get(name, {}).get("mean")
-        return -mean if mean is not None else math.inf
+        stat = result.gauge[first].rows.get(name)
+        return -stat.mean if stat is not None and stat.mean is not None else math.inf
 
     names = sorted(result.rows, key=key)
     extra = headline_metrics(spec, result.rows)[len(spec.gauge_metrics):]
@@ -172,7 +163,7 @@ def leaderboard(spec: SweepSpec, result: SweepResult) -> tuple[str, str]:
                                                                        "_n")], *extra, "error"])
     for rank, name in enumerate(names, 1):
         r, row = result.rows[name], spec.row(name)
-        stats = [result.gauge[m]["rows"].get(name, {}) for m in spec.gauge_metrics]
+        stats = [result.gauge[m].rows.get(name) for m in spec.gauge_metrics]
         md.append(f"| {rank} | {name} | {r.role} | {describe_row(row)} | {r.status} | "
                   + " | ".join(_ci(s) for s in stats) + " | "
                   + " | ".join(number(r.overall.get(h)) for h in extra)
@@ -180,8 +171,8 @@ def leaderboard(spec: SweepSpec, result: SweepResult) -> tuple[str, str]:
         writer.writerow([rank, name, r.role, row.shown_preset, row.k,
                          " ".join(f"{k}={v}" for k, v in row.overrides.items()), r.status,
                          r.run_id or "",
-                         *[_csv(s.get(f)) for s in stats for f in ("mean", "ci_low", "ci_high",
-                                                                  "n")],
+                         *[_csv(None if s is None else getattr(s, f))
+                           for s in stats for f in ("mean", "ci_low", "ci_high", "n")],
                          *[_csv(r.overall.get(h)) for h in extra], r.error or ""])
     return f"# Leaderboard — {spec.name}\n\n" + "\n".join(md) + "\n", buf.getvalue()
 
@@ -207,13 +198,13 @@ def publish_sweep(tracker: Any, spec: SweepSpec, result: SweepResult) -> None:
         (workdir / "leaderboard.csv").write_text(table)
         shutil.copyfile(spec.path, workdir / "sweep.yaml")
         for metric, block in result.gauge.items():
-            bars = [(n, s["mean"], s["ci_low"], s["ci_high"]) for n, s in block["rows"].items()]
+            bars = [(n, s.mean, s.ci_low, s.ci_high) for n, s in block.rows.items()]
             plots.bar_with_ci(bars, workdir / f"gauge_{metric}.png",
-                              f"{metric} per row ({block['signal_state']})", f"{metric} (mean)")
+                              f"{metric} per row ({block.signal_state})", f"{metric} (mean)")
         tags = {"kebab.signal_state": result.signal_state,
                 "kebab.failed_rows": ",".join(result.failed_rows),
                 "mlflow.note.content": report,
-                **{f"gauge/{m}/signal_state": b["signal_state"]
+                **{f"gauge/{m}/signal_state": b.signal_state
                    for m, b in result.gauge.items()}}
         metrics = {**gauge_metrics_flat(result.gauge),
                    "sweep/rows_finished": float(sum(r.status == "FINISHED"

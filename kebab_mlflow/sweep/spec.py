@@ -16,6 +16,7 @@ import numpy as np
 
 from kebab_mlflow import names
 from kebab_mlflow.errors import ConfigError, Problem, SweepError
+from kebab_mlflow.stats.gauge import GaugeMetric
 from kebab_mlflow.yaml_source import child, location, parse, sequence_items
 
 DEFAULT_FLOORS = ("random_retrieval", "single_chunk")
@@ -519,7 +520,7 @@ class SweepResult:
     experiment_id: str
     status: str
     rows: Mapping[str, RowOutcome]
-    gauge: Mapping[str, dict]
+    gauge: Mapping[str, GaugeMetric]
     signal_state: str
     ui_command: str
     wall_s: float
@@ -534,7 +535,8 @@ class SweepResult:
                 "rows": {n: r.run_id for n, r in self.rows.items()},
                 "failed_rows": self.failed_rows,
                 "row_seconds": {n: r.seconds for n, r in self.rows.items()},
-                "signal_state": self.signal_state, "gauge": self.gauge,
+                "signal_state": self.signal_state,
+                "gauge": {m: g.as_dict() for m, g in self.gauge.items()},
                 "wall_s": self.wall_s}
 
 

@@ -164,7 +164,7 @@ def _search(optuna: Any, spec: TuneSpec, evaluate: Callable[..., Any],
         run = evaluate(spec.train, spec.preset, {**spec.overrides, **params},
                        f"trial-{trial.number:03d}", "trial",
                        {"kebab.tune_trial": str(trial.number)})
-        value = run.aggregate["overall"][spec.objective]
+        value = run.aggregate.overall[spec.objective]
         trials.append(Trial(trial.number, params, float(value), run.run_id))
         on_event(f"trial {trial.number}: {spec.objective} {value:.4f} "
                  f"({_params_text(params)})")
@@ -232,7 +232,7 @@ def _judge(spec: TuneSpec, tracker: Any, experiment: str, evaluate: Callable[...
                                  gates=tuple(g for g in spec.gates or () if g != spec.objective))
     comparison = cmp.compare_runs(*sides, options)
     cmp.record(tracker, comparison)
-    return (train_base.aggregate["overall"].get(spec.objective), base.run_id, best_run.run_id,
+    return (train_base.aggregate.overall.get(spec.objective), base.run_id, best_run.run_id,
             comparison)
 
 

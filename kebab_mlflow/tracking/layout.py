@@ -23,42 +23,40 @@ from typing import Any
 from kebab_mlflow import names
 from kebab_mlflow.evaluation.report import ordered
 from kebab_mlflow.golden import GoldenSet
-from kebab_mlflow.metrics.aggregate import flat_metrics, metric_key
+from kebab_mlflow.metrics.aggregate import BREAKDOWNS, SCALAR_BLOCKS, Aggregate
+from kebab_mlflow.names import metric_key
 from kebab_mlflow.records import UNKNOWN
 
 BREAKDOWN_TABLE = "breakdowns.json"
-GROUP_BLOCKS = ("by_query_type", "by_hardcase_category", "by_metadata_field")
-SCALAR_BLOCKS = ("abstention_outcomes", "abstention_calibration", "abstention_calibration_raw",
-                 "latency")
 
 
-def headline_metrics(aggregate: Mapping[str, Any]) -> dict[str, float]:
+def headline_metrics(aggregate: Aggregate) -> dict[str, float]:
     """The overall block's non-null values in display order (the summary's headline metrics
     first, cut-offs ascending)."""
     values = {metric_key(name): float(value)
-              for name, value in aggregate.get("overall", {}).items() if value is not None}
-    return ordered(values, aggregate)
+              for name, value in aggregate.overall.items() if value is not None}
+    return ordered(values, aggregate.overall)
 
 
-def logged_metrics(aggregate: Mapping[str, Any], log_breakdowns: bool) -> dict[str, float]:
+def logged_metrics(aggregate: Aggregate, log_breakdowns: bool) -> dict[str, float]:
     """The metrics a run logs, headline first: only those, or every breakdown value after."""
     headline = headline_metrics(aggregate)
     if not log_breakdowns:
         return headline
-    rest = {k: v for k, v in flat_metrics(aggregate).items() if k not in headline}
+    rest = {k: v for k, v in aggregate.flat_metrics().items() if k not in headline}
     return {**headline, **ordered(rest)}
 
 
-def breakdown_table(aggregate: Mapping[str, Any]) -> dict[str, list]:
+def breakdown_table(aggregate: Aggregate) -> dict[str, list]:
     """Every breakdown value, nulls included, as columns ``block, group, metric, value,
     mlflow_metric`` (the last is the metric name ``--log-breakdowns`` logs it under)."""
     rows: list[tuple[str, str, str, float | None, str]] = []
-    for block in GROUP_BLOCKS:
-        for group, metrics in (aggregate.get(block) or {}).items():
+    for block in BREAKDOWNS:
+        for group, metrics in getattr(aggregate, block).items():
             rows += [(block, group, name, value, metric_key(block, group, name))
                      for name, value in metrics.items()]
     for block in SCALAR_BLOCKS:
-        for name, value in (aggregate.get(block) or {}).items():
+        for name, value in (getattr(aggregate, block) or {}).items():
             if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)):
                 rows.append((block, "", name, value, metric_key(block, name)))
     columns = ("block", "group", "metric", "value", "mlflow_metric")

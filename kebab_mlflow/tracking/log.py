@@ -40,7 +40,7 @@ from kebab_mlflow.evaluation.report import run_report, summary_table
 from kebab_mlflow.evaluation.runner import check_expected_ids
 from kebab_mlflow.golden import GoldenSet, load_golden_set
 from kebab_mlflow.interrupts import checkpoint, signals_deferred, sigterm_as_interrupt
-from kebab_mlflow.metrics.aggregate import load_aggregate
+from kebab_mlflow.metrics.aggregate import Aggregate
 from kebab_mlflow.metrics.scoring import run_cutoffs
 from kebab_mlflow.pipeline.backends.floors import oracle_truth
 from kebab_mlflow.pipeline.cache import cache_root
@@ -96,7 +96,7 @@ class RunResult:
     experiment_id: str
     status: str
     metrics: dict[str, float]
-    aggregate: dict[str, Any]
+    aggregate: Aggregate
     ui_command: str
     timings: dict[str, float]
     versions: dict[str, str]
@@ -208,7 +208,7 @@ def execute(options: RunOptions, *,
         timings = finish_run(tracker, run_id, experiment_id, result, workdir, title, publishing)
     timings.update(mlflow_import_s=t_import - t_open, mlflow_store_open_s=open_s)
     timings["mlflow_logging_s"] += mlflow_s
-    return RunResult(run_id, experiment_id, "FINISHED", result.metrics, dict(result.aggregate),
+    return RunResult(run_id, experiment_id, "FINISHED", result.metrics, result.aggregate,
                      tracker.ui_command(), {**result.timings, **timings},
                      result.versions.as_dict(), dict(result.scores), result.query_ids)
 
@@ -323,7 +323,7 @@ def finish_run(tracker: Any, run_id: str, experiment_id: str, result: EvalResult
         "tracking_uri": describe_uri(tracker.uri),
         "metrics": logged_metrics(result.aggregate, publishing.log_breakdowns),
         "tags": {"kebab.per_query_sha256": result.per_query_sha256},
-        "description": f"**{title}**\n\n{summary_table(result.aggregate['overall'])}",
+        "description": f"**{title}**\n\n{summary_table(result.aggregate.overall)}",
         "dataset": golden_dataset(result.golden),
         "model": pipeline_model(result),
         "traces": traced,
@@ -352,13 +352,13 @@ def _publish_or_keep(tracker: Any, run_id: str, workdir: Path) -> None:
 
 
 def write_outputs(workdir: Path, title: str, params: Mapping[str, Any],
-                  aggregate: Mapping[str, Any]) -> None:
+                  aggregate: Aggregate) -> None:
     from kebab_mlflow.evaluation import plots
 
-    (workdir / "aggregate.json").write_text(json.dumps(aggregate, indent=1, allow_nan=False))
+    (workdir / "aggregate.json").write_text(aggregate.to_json())
     (workdir / "report.md").write_text(run_report(title, params, aggregate))
-    plots.metric_vs_k(aggregate["overall"], workdir / "metric_vs_k.png", title)
-    bins = aggregate.get("reliability_bins")
+    plots.metric_vs_k(aggregate.overall, workdir / "metric_vs_k.png", title)
+    bins = aggregate.reliability_bins
     if bins:
         plots.reliability_diagram(bins, workdir / "reliability_diagram.png",
                                   f"{title}: confidence vs accuracy")
@@ -384,7 +384,7 @@ def publish(tracker: Any, workdir: Path) -> None:
         if f.name not in (MANIFEST, TRACES) and f.is_file():
             tracker.log_artifact(run_id, f)
     checkpoint("artifacts-logged")
-    aggregate = load_aggregate((workdir / "aggregate.json").read_bytes())
+    aggregate = Aggregate.from_json((workdir / "aggregate.json").read_bytes())
     tracker.log_table(run_id, breakdown_table(aggregate), BREAKDOWN_TABLE)
     if manifest.get("traces") and (workdir / TRACES).is_file():
         tracker.log_traces(manifest["experiment_id"], run_id, read_traces(workdir / TRACES),
