@@ -5,15 +5,22 @@ same tokens, answers with a calibrator fitted on the train split, and each token
 
 KorQuAD's license (CC BY-ND 2.0 KR) forbids sharing converted copies, so the dev file is
 converted at run time, into a temporary folder, by `import-squad` (defaults: split by article,
-seed 0, 10% of each split's paragraphs dropped → their questions are abstention cases).
+seed 0, 10% of each split's paragraphs dropped), twice: with the abstention rule of issue 20's
+fix (a question of a dropped paragraph is an abstention case only when its gold span is in no
+kept paragraph; the others are left out) and with the rule before it (every question of a
+dropped paragraph, ``abstention="dropped"``). Both have the same corpus and answerable questions.
 
 - Retrieval: question → its paragraph on the test split (answerable questions), top 10,
   ``chunker.mode=document``; our BM25 and bm25s (``method="lucene"``, k1 0.9, b 0.4) are fed the
   same token lists of the same tokenizer; nDCG@10 by pytrec_eval over rank-derived scores (so
   both keep their own order), hit@1 and hit@10.
-- Answers: the reference pipeline on the test split (``runner.run_queries``, as ``run`` does),
-  with each tokenizer's default gate and a Platt calibrator fitted on the train split
-  (``fit_on_golden_set``, the code behind ``kebab-mlflow calibrate``).
+- Answers: the reference pipeline on each test split (``runner.run_queries``, as ``run`` does)
+  with a Platt calibrator fitted on the same import's train split (``fit_with_pipeline``, the
+  code behind ``kebab-mlflow calibrate``), by two answerers: extractive-v4 (the evidence gate,
+  :data:`V4_GATES`) and extractive-v5 (the answerability gate, ``calibrator.fit_gate`` fitted on
+  that train split; on the fixed split's train it gives ``answerer.GATES``, which the bench
+  checks; ``v5-sh``: the shipped ``answerer.GATES`` on the old split). english has no v5 (its
+  answerer is v4).
 - Speed: characters and tokens per second of each tokenizer over the corpus (no memo), one
   process, one thread; Kiwi's load time is its first call.
 """
@@ -34,10 +41,17 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 from common import SHARED, emit  # noqa: E402 - bench/ is the script's folder
 
+from kebab_mlflow.pipeline.answerer import GATES, REFUSE_BELOW  # noqa: E402
+
 KORQUAD = SHARED / "datasets" / "korquad_v1_dev" / "KorQuAD_v1.0_dev.json"
 TOKENIZERS = ("english", "cjk-bigram", "korean", "multilingual")
 K1, B, DEPTH = 0.9, 0.4, 10
-GATES = (0.6, 0.65, 0.7, 0.75)
+V4_GATES = {"english": 0.5, "cjk-bigram": 0.45, "korean": 0.55, "multilingual": 0.55}
+SPLITS = ("fixed", "old")
+# (english?, split) → answerers: v4; v5 with the gate fitted on that train split; v5 as shipped
+# (answerer.GATES, fitted on the fixed train split) — on the old split too, the same answerer
+ANSWERERS = {(True, "fixed"): ("v4",), (True, "old"): ("v4",),
+             (False, "fixed"): ("v4", "v5"), (False, "old"): ("v4", "v5", "v5-sh")}
 
 
 def overrides(tokenizer: str) -> dict:
@@ -88,23 +102,33 @@ def scores_of(queries, ranked: list[list[str]], qrels: dict) -> dict:
             "hit_at_10": float(np.mean([0 < r <= DEPTH for r in first]))}
 
 
-def answers(tokenizer: str, corpus: Path, train: Path, test: Path) -> dict:
-    """The test split answered with a Platt calibrator fitted on train."""
+def answers(tokenizer: str, corpus: Path, train: Path, test: Path, answerer: str) -> dict:
+    """The test split answered by ``answerer`` (v4 / v5) with a Platt calibrator, the v5 gate
+    and the calibrator both fitted on train."""
+    import dataclasses
+
     from kebab_mlflow.config import build_config
     from kebab_mlflow.evaluation import runner
-    from kebab_mlflow.evaluation.calibrate import fit_on_golden_set
+    from kebab_mlflow.evaluation.calibrate import fit_with_pipeline, gate_cases
     from kebab_mlflow.golden import load_golden_set
     from kebab_mlflow.metrics.scoring import cutoffs_for
+    from kebab_mlflow.pipeline.calibrator import fit_gate
     from kebab_mlflow.pipeline.reference import build_pipeline
 
-    t0 = time.perf_counter()
-    fit = fit_on_golden_set(train, corpus, overrides=overrides(tokenizer), method="platt",
-                            save=False)
-    fit_s = time.perf_counter() - t0
     pipeline = build_pipeline(build_config(overrides={**overrides(tokenizer),
                                                       "answer.calibrate": False}), corpus)
+    train_golden, golden = load_golden_set(train), load_golden_set(test)
+    gate = None
+    if answerer == "v4":
+        pipeline.answer_config = dataclasses.replace(
+            pipeline.answer_config, gate=None, refuse_below=V4_GATES[tokenizer])
+    elif answerer == "v5":
+        gate = fit_gate(*gate_cases(pipeline, train_golden, DEPTH))
+        pipeline.answer_config = dataclasses.replace(
+            pipeline.answer_config, gate=gate.model, refuse_below=gate.refuse_below)
+    fit = fit_with_pipeline(pipeline, train_golden, {"corpus": str(corpus)}, DEPTH,
+                            "platt", save=False)
     pipeline.calibrator = fit.calibrator
-    golden = load_golden_set(test)
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
         outcome = runner.run_queries(pipeline, golden, DEPTH, cutoffs_for(DEPTH),
@@ -118,31 +142,8 @@ def answers(tokenizer: str, corpus: Path, train: Path, test: Path) -> dict:
             "ece": agg.abstention_calibration["ece"],
             "ece_raw": agg.abstention_calibration_raw["ece"],
             "brier": agg.abstention_calibration["brier"],
-            "gate": pipeline.answer_config.refuse_below, "fit_s": fit_s,
+            "gate": pipeline.answer_config.refuse_below, "fitted_gate": gate,
             "ms_per_query": 1000 * run_s / len(golden)}
-
-
-def gate_trade_off(tokenizer: str, corpus: Path, test: Path) -> list[tuple[float, dict]]:
-    """What a higher gate buys on the test split (uncalibrated; the gate is the same either
-    way): (gate, contains_all, answerable refused, abstention refused)."""
-    from kebab_mlflow.config import build_config
-    from kebab_mlflow.evaluation import runner
-    from kebab_mlflow.golden import load_golden_set
-    from kebab_mlflow.metrics.scoring import cutoffs_for
-    from kebab_mlflow.pipeline.reference import build_pipeline
-
-    golden, out = load_golden_set(test), []
-    for gate in GATES:
-        pipeline = build_pipeline(build_config(overrides={
-            **overrides(tokenizer), "answer.calibrate": False, "answer.refuse_below": gate}),
-            corpus)
-        with tempfile.TemporaryDirectory() as tmp:
-            agg = runner.run_queries(pipeline, golden, DEPTH, cutoffs_for(DEPTH),
-                                     Path(tmp) / "per_query.jsonl").aggregate
-        out.append((gate, agg.overall["contains_all"],
-                    agg.by_query_type["single_doc"]["refusal_rate"],
-                    agg.abstention_outcomes["correct_refusal_share"]))
-    return out
 
 
 def speed(tokenizer: str, texts: list[str]) -> dict:
@@ -160,11 +161,17 @@ def speed(tokenizer: str, texts: list[str]) -> dict:
             "load_s": load_s, "tokens": n_tokens}
 
 
-def render(rows: dict, n_questions: dict, wall: float) -> str:
+def render(rows: dict, imports: dict, wall: float) -> str:
+    fixed, old = imports["fixed"].splits[1], imports["old"].splits[1]
     lines = [
-        f"KorQuAD 1.0 dev ({KORQUAD.name}, converted at run time), import-squad seed 0: test "
-        f"split {n_questions['answerable']} answerable + {n_questions['abstention']} abstention "
-        f"questions; corpus {n_questions['paragraphs']} paragraphs; chunker.mode=document",
+        f"KorQuAD 1.0 dev ({KORQUAD.name}, converted at run time), import-squad seed "
+        f"{imports['fixed'].seed}: corpus {imports['fixed'].paragraphs_kept} paragraphs; "
+        "chunker.mode=document; test split:",
+        f"  fixed (issue 20): {fixed.answerable} answerable + {fixed.abstention} abstention "
+        f"questions ({fixed.left_out} questions of dropped paragraphs left out: their gold span "
+        "is in a kept paragraph)",
+        f"  old (abstention='dropped'): {old.answerable} answerable + {old.abstention} "
+        "abstention questions (every question of a dropped paragraph)",
         "",
         "retrieval, question -> its paragraph (answerable test questions), k1 0.9 b 0.4, "
         "bm25s fed the same tokens:",
@@ -176,21 +183,29 @@ def render(rows: dict, n_questions: dict, wall: float) -> str:
         lines.append(f"{tok:14}{o['ndcg_at_10']:9.4f}{t['ndcg_at_10']:8.4f}"
                      f"{o['ndcg_at_10'] - t['ndcg_at_10']:+8.4f}{o['hit_at_1']:8.4f}"
                      f"{t['hit_at_1']:8.4f}{o['hit_at_10']:8.4f}{t['hit_at_10']:8.4f}")
-    lines += ["", "answers on the test split, Platt calibrator fitted on the train split "
-              "(contains_all over ask queries; refused = share of answerable questions refused):",
-              f"{'tokenizer':14}{'gate':>5}{'contains':>9}{'answ.':>7}{'refused':>8}"
-              f"{'abst.ok':>8}{'ECE raw':>8}{'ECE cal':>8}{'Brier':>7}{'ms/q':>6}"]
+    lines += ["", "answers on the test split (contains_all over ask queries; refused = share of "
+              "answerable questions refused; abst.ok = share of abstention cases refused), Platt "
+              "calibrator and v5 gate fitted on the train split of the same import:",
+              f"{'tokenizer':13}{'split':6}{'ans.':>6}{'gate':>5}{'contains':>9}{'answ.':>7}"
+              f"{'refused':>8}{'abst.ok':>8}{'ECE raw':>8}{'ECE cal':>8}{'Brier':>7}"
+              f"{'ms/q':>6}"]
     for tok, r in rows.items():
-        a = r["answers"]
-        lines.append(f"{tok:14}{a['gate']:5.2f}{a['contains_all']:9.4f}"
-                     f"{a['answerable_contains_all']:7.4f}{a['answerable_refused']:8.3f}"
-                     f"{a['correct_refusals']:8.3f}{a['ece_raw']:8.4f}{a['ece']:8.4f}"
-                     f"{a['brier']:7.4f}{a['ms_per_query']:6.1f}")
+        for (split, answerer), a in r["answers"].items():
+            lines.append(f"{tok:13}{split:6}{answerer:>6}{a['gate']:5.2f}{a['contains_all']:9.4f}"
+                         f"{a['answerable_contains_all']:7.4f}{a['answerable_refused']:8.3f}"
+                         f"{a['correct_refusals']:8.3f}{a['ece_raw']:8.4f}{a['ece']:8.4f}"
+                         f"{a['brier']:7.4f}{a['ms_per_query']:6.1f}")
+    lines += ["", "v5 gates fitted on each train split (answerable refused / abstention "
+              "refused there):"]
     for tok, r in rows.items():
-        if r.get("gates"):
-            lines.append(f"  {tok}, higher gates (uncalibrated): " + "; ".join(
-                f"{g:.2f}: contains {c:.3f}, refused {ra:.3f}, abst.ok {ab:.3f}"
-                for g, c, ra, ab in r["gates"]))
+        for (split, _answerer), a in r["answers"].items():
+            g = a["fitted_gate"]
+            if g is not None:
+                shipped = ("= answerer.GATES" if split == "fixed" and GATES.get(tok) == g.model
+                           and REFUSE_BELOW[tok] == g.refuse_below else "")
+                lines.append(f"  {tok} {split}: weights {g.model.weights} intercept "
+                             f"{g.model.intercept} gate {g.refuse_below:.2f} "
+                             f"({g.answerable_refused:.3f} / {g.abstention_refused:.3f}) {shipped}")
     lines += ["", "tokenizer speed over the corpus (one thread, no memo):",
               f"{'tokenizer':14}{'chars/s':>12}{'tokens/s':>12}{'tokens':>10}{'load s':>8}"]
     for tok, r in rows.items():
@@ -216,21 +231,25 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-korquad-") as tmp:
         os.environ["KEBAB_CACHE_DIR"] = str(Path(tmp) / "cache")
         t0 = time.perf_counter()
-        s = import_squad(KORQUAD, Path(tmp) / "korquad", seed=args.seed)
-        train, test = (sp.path for sp in s.splits)
+        imports = {"fixed": import_squad(KORQUAD, Path(tmp) / "fixed", seed=args.seed),
+                   "old": import_squad(KORQUAD, Path(tmp) / "old", seed=args.seed,
+                                       abstention="dropped")}
+        corpus = imports["fixed"].corpus
+        assert (corpus / "corpus.jsonl").read_bytes() == (
+            imports["old"].corpus / "corpus.jsonl").read_bytes()
         texts = [json.loads(line)["text"] for line in
-                 (s.corpus / "corpus.jsonl").read_text(encoding="utf-8").splitlines()]
+                 (corpus / "corpus.jsonl").read_text(encoding="utf-8").splitlines()]
         for tok in args.tokenizers.split(","):
             rows[tok] = {"speed": speed(tok, texts),
-                         "retrieval": retrieval(tok, s.corpus, test),
-                         "answers": answers(tok, s.corpus, train, test)}
-            if tok == "multilingual":
-                rows[tok]["gates"] = gate_trade_off(tok, s.corpus, test)
+                         "retrieval": retrieval(tok, corpus, imports["fixed"].splits[1].path),
+                         "answers": {}}
+            for split in SPLITS:
+                train, test = (sp.path for sp in imports[split].splits)
+                for answerer in ANSWERERS[tok == "english", split]:
+                    rows[tok]["answers"][split, answerer] = answers(tok, corpus, train, test,
+                                                                    answerer)
         wall = time.perf_counter() - t0
-    split = s.splits[1]
-    emit("bench_korquad", render(rows, {"answerable": split.answerable,
-                                        "abstention": split.abstention,
-                                        "paragraphs": s.paragraphs_kept}, wall))
+    emit("bench_korquad", render(rows, imports, wall))
     return 0
 
 

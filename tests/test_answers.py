@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from kebab_mlflow.cli import app
 from kebab_mlflow.config import build_config
+from kebab_mlflow.errors import InputError
 from kebab_mlflow.evaluation.runner import build_aggregate
 from kebab_mlflow.golden import GoldenQuery, GoldenSet, load_golden_set, parse_golden_set
 from kebab_mlflow.importers.squad import import_squad
@@ -327,7 +328,9 @@ def test_import_squad_writes_corpus_and_article_disjoint_splits(tmp_path):
     assert len(kept) == s.paragraphs_kept == 24 - 2 * 3  # round(0.25 * 12) dropped per split
     articles = {}
     for g in (train, test):
-        assert len(g) == 24
+        # 3 dropped paragraphs x 2 questions; the colour<a> ones are left out: that span is in
+        # every paragraph of the article, so the corpus may still answer them
+        assert len(g) == 24 - 3
         for q in g.queries:
             articles.setdefault(g.name, set()).add(q.id.split("-")[0])
             assert q.ask
@@ -341,14 +344,37 @@ def test_import_squad_writes_corpus_and_article_disjoint_splits(tmp_path):
                 assert q.id.rsplit("-", 1)[0].replace("q", "", 1).replace("-", "_") not in kept
                 assert "dropped_paragraph" in q.hardcase_categories
     assert not articles[train.name] & articles[test.name]
-    assert sum(not q.answerable for q in test.queries) == 6  # 3 dropped paragraphs x 2
-    # colour<a> is in every paragraph of the article: the tag says an answer may remain
-    tagged = [q for q in test.queries if not q.answerable and q.id.endswith("-1")]
-    assert all("answer_elsewhere" in q.hardcase_categories for q in tagged)
+    abstentions = [q for q in test.queries if not q.answerable]
+    assert len(abstentions) == s.splits[1].abstention == 3
+    assert all(q.id.endswith("-0") for q in abstentions)  # value<a>x<p>: in no kept paragraph
+    assert s.splits[1].left_out == 3
     text = s.splits[1].path.read_text()
     assert text.startswith("# test split of") and "seed=3 test_share=0.5 abstain_share=0.25" \
-        in text
+        in text and "3 questions of those paragraphs left out" in text
     assert yaml.safe_load(text)["description"].startswith("import-squad seed=3")
+
+
+def test_import_squad_abstention_rules(tmp_path):
+    src = _qa_file(tmp_path)
+    fixed = import_squad(src, tmp_path / "fixed", abstain_share=0.25, seed=3)
+    old = import_squad(src, tmp_path / "old", abstain_share=0.25, seed=3, abstention="dropped")
+    # the same paragraphs dropped: the same corpus and answerable questions
+    assert (fixed.corpus / "corpus.jsonl").read_bytes() == (old.corpus / "corpus.jsonl"
+                                                            ).read_bytes()
+    kept = "\n".join(d.text for d in load_corpus(fixed.corpus).documents)
+    rows = {r["id"]: r for r in map(json.loads, src.read_text().splitlines())}
+    for f, o in zip(fixed.splits, old.splits, strict=True):
+        f_q, o_q = (load_golden_set(sp.path).queries for sp in (f, o))
+        answerable = [[(q.id, q.must_contain, q.expected_doc_ids) for q in qs if q.answerable]
+                      for qs in (f_q, o_q)]
+        assert answerable[0] == answerable[1] and answerable[0]
+        assert o.left_out == 0 and o.abstention == 6 == f.abstention + f.left_out
+        old_abstentions = [q.id for q in o_q if not q.answerable]
+        # every abstention case of the fixed rule has a span that no kept paragraph holds
+        assert [q.id for q in f_q if not q.answerable] == [
+            i for i in old_abstentions if rows[i]["answers"]["text"][0] not in kept]
+    with pytest.raises(InputError, match="invalid import-squad options"):
+        import_squad(src, tmp_path / "bad", abstention="maybe")
 
 
 def test_import_squad_is_seeded(tmp_path):
@@ -356,7 +382,10 @@ def test_import_squad_is_seeded(tmp_path):
     a = import_squad(src, tmp_path / "a", seed=1)
     b = import_squad(src, tmp_path / "b", seed=1)
     c = import_squad(src, tmp_path / "c", seed=2)
-    body = lambda p: p.read_text().split("\n", 4)[-1]  # noqa: E731 - skip the path header
+    def body(path: Path) -> str:  # the YAML without its header (which names the folder)
+        return "".join(line for line in path.read_text().splitlines(True)
+                       if not line.startswith("#"))
+
     assert body(a.splits[1].path) == body(b.splits[1].path)
     assert (a.corpus / "corpus.jsonl").read_bytes() == (b.corpus / "corpus.jsonl").read_bytes()
     assert {q.id for q in load_golden_set(a.splits[1].path).queries} != {
@@ -407,7 +436,7 @@ def test_import_squad_rejects_a_span_not_in_its_paragraph(tmp_path):
                     reason="needs ../shared/datasets/xquad_en")
 def test_import_real_xquad(tmp_path):
     s = import_squad(SHARED / "datasets" / "xquad_en", tmp_path / "xq")
-    counts = [(sp.answerable, sp.abstention, sp.paragraphs) for sp in s.splits]
+    counts = [(sp.answerable, sp.abstention + sp.left_out, sp.paragraphs) for sp in s.splits]
     assert sum(a + b for a, b, _ in counts) == 1190
     assert sum(p for *_, p in counts) == 240 and s.paragraphs_kept == 240 - 24
     assert all(b > 0 for _, b, _ in counts)

@@ -5,20 +5,34 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
 import pytest
 import yaml
 from typer.testing import CliRunner
 
 from kebab_mlflow.cli import app
 from kebab_mlflow.config import build_config
-from kebab_mlflow.errors import ConfigError
+from kebab_mlflow.errors import CalibrationError, ConfigError
 from kebab_mlflow.golden import load_golden_set
 from kebab_mlflow.importers.squad import detect_lang, import_squad
 from kebab_mlflow.pipeline import text
-from kebab_mlflow.pipeline.answerer import answer_type, has_answer_token, rank_sentences
-from kebab_mlflow.pipeline.calibrator import calibrator_key
+from kebab_mlflow.pipeline.answerer import (
+    GATES,
+    AnswererConfig,
+    GateFeatures,
+    GateModel,
+    answer_type,
+    bigram_share,
+    extractive_answer,
+    gate_features,
+    has_answer_token,
+    rank_sentences,
+    score_margin,
+)
+from kebab_mlflow.pipeline.calibrator import calibrator_key, fit_gate
 from kebab_mlflow.pipeline.corpus import load_corpus
 from kebab_mlflow.pipeline.reference import build_pipeline, versions_for
 from kebab_mlflow.pipeline.text import (
@@ -29,6 +43,7 @@ from kebab_mlflow.pipeline.text import (
     text_units,
     tokenize,
 )
+from kebab_mlflow.records import Hit
 from tests.conftest import FIXTURES, KB, runs_in
 
 KB_KO = FIXTURES / "kb_ko"
@@ -130,7 +145,9 @@ def test_the_tokenizer_is_in_the_versions_so_calibrators_do_not_cross_languages(
     korean = versions_for(build_config(overrides={"lexical.tokenizer": "korean"}))
     dense_ko = versions_for(build_config("dense", {"lexical.tokenizer": "korean"}), "m@1")
     assert "kiwi" in korean.embedding_version
-    assert korean.prompt_template_version.endswith("-gate0.55-tok=korean-calibrated")
+    # v5: the answerability gate (english stays v4)
+    assert korean.prompt_template_version == (
+        "extractive-v5-ctx3-sent1-gate0.97-tok=korean-calibrated")
     assert "-tok=korean" in dense_ko.prompt_template_version  # the answerer uses it there too
     assert calibrator_key(english) != calibrator_key(korean)
 
@@ -140,10 +157,12 @@ def test_a_corpus_resolves_auto_and_the_tokenizers_gate(tmp_path):
     pipeline = build_pipeline(build_config(), KB_KO)
     assert pipeline.tokenizer == "multilingual"
     assert "tok-multi" in pipeline.versions.embedding_version
-    assert pipeline.answer_config.refuse_below == 0.55
+    assert pipeline.answer_config.refuse_below == 0.97
+    assert pipeline.answer_config.gate == GATES["multilingual"]
     explicit = build_pipeline(build_config(overrides={"answer.refuse_below": "0.7"}), KB_KO)
     assert explicit.answer_config.refuse_below == 0.7
-    assert build_pipeline(build_config(), KB).answer_config.refuse_below == 0.5
+    english = build_pipeline(build_config(), KB).answer_config
+    assert english.refuse_below == 0.5 and english.gate is None
 
 
 # --- sentences and units ------------------------------------------------------------------------
@@ -275,3 +294,70 @@ def test_the_tokenizer_is_logged_not_redacted_as_a_secret():
                      "target.api_token": "s3cret", "auth_token": "x"})
     assert flat["lexical.tokenizer"] == "cjk-bigram"
     assert flat["target.api_token"] == flat["auth_token"] == "***"
+
+
+# --- the answerability gate (extractive-v5) -----------------------------------------------------
+
+def test_bigram_share_by_hand():
+    # the query's bigrams: 임세 세영 영은 (임세영은) and 누구; the sentence holds the first three
+    assert bigram_share("임세영은 누구?", "임세영은 배우다.") == 3 / 4
+    assert bigram_share("Who?", "who is it") == 2 / 2  # lowercased: wh ho
+    assert bigram_share("? !", "anything") == 0.0  # no word of two letters
+
+
+def test_score_margin_by_hand():
+    hits = [Hit("a#0", "a", 10.0, 1), Hit("b#0", "b", 6.0, 2), Hit("c#0", "c", 1.0, 3)]
+    assert score_margin(hits) == pytest.approx(0.4)
+    assert score_margin(hits[:1]) == 1.0
+    assert score_margin([]) == 0.0 and score_margin([Hit("a#0", "a", 0.0, 1)]) == 0.0
+
+
+def test_gate_model_is_a_logistic_over_the_three_features():
+    model = GateModel((1.0, 2.0, 3.0), -1.0)
+    z = 1.0 * 0.5 + 2.0 * 0.25 + 3.0 * 0.5 - 1.0
+    assert model(GateFeatures(0.5, 0.25, 0.5)) == pytest.approx(1 / (1 + math.exp(-z)))
+
+
+KO_HITS = (Hit("p#0", "p", 8.0, 1, "임세영은 서울에서 태어난 배우이다. 그는 2001년에 데뷔했다."),
+           Hit("q#0", "q", 2.0, 2, "서울은 한국의 수도이다."))
+
+
+def test_the_gate_decides_on_answerability_and_says_so():
+    query, bigrams = "임세영은 어디에서 태어났나?", get_tokenizer("cjk-bigram")
+    answered = extractive_answer(query, KO_HITS, AnswererConfig(refuse_below=0.5),
+                                 tokenize=bigrams)
+    assert not answered.refused and answered.text.startswith("임세영은 서울")
+    candidates = rank_sentences(query, KO_HITS, 3, tokenize=bigrams)
+    features = gate_features(query, KO_HITS, candidates)
+    assert features.evidence == candidates[0].share
+    assert features.margin == pytest.approx(0.75)
+    assert features.bigram_share == bigram_share(query, candidates[0].sentence)
+    strict = GateModel((0.0, 0.0, 0.0), -5.0)  # answerability sigmoid(-5) ≈ 0.007
+    refused = extractive_answer(query, KO_HITS, AnswererConfig(refuse_below=0.5, gate=strict),
+                                tokenize=bigrams)
+    assert refused.refused and refused.refusal_reason == "answerability 0.01 below gate 0.5"
+    lenient = GateModel((0.0, 0.0, 0.0), 5.0)
+    again = extractive_answer(query, KO_HITS, AnswererConfig(refuse_below=0.5, gate=lenient),
+                              tokenize=bigrams)
+    assert again.text == answered.text and again.raw_confidence == answered.raw_confidence
+
+
+def test_fit_gate_takes_the_highest_gate_within_the_refusal_budget():
+    rng = np.random.default_rng(0)
+    answerable = np.array([True] * 80 + [False] * 20)
+    features = np.column_stack([np.where(answerable, 0.7, 0.4) + rng.normal(0, 0.15, 100),
+                                rng.uniform(0, 1, 100), rng.uniform(0, 1, 100)])
+    fit = fit_gate(features, answerable, always_refused=4, max_refused=0.2)
+    score = np.array([fit.model(GateFeatures(*row)) for row in features])
+
+    def refused_share(gate):  # the 4 without a quotable sentence count as refused
+        return ((score[answerable] < gate).sum() + 4) / 84
+
+    assert refused_share(fit.refuse_below) == pytest.approx(fit.answerable_refused)
+    assert fit.answerable_refused <= 0.2
+    assert refused_share(round(fit.refuse_below + 0.01, 2)) > 0.2
+    assert fit.abstention_refused == pytest.approx((score[~answerable] < fit.refuse_below).mean())
+    assert fit.abstention_refused > 0.5  # the evidence feature separates them
+    assert fit_gate(features, answerable, 4) == fit  # deterministic
+    with pytest.raises(CalibrationError):
+        fit_gate(features[:10], answerable[:10])  # answerable only

@@ -78,6 +78,7 @@ def import_squad_cmd(
     for sp in s.splits:
         typer.echo(f"{sp.name}: {sp.path} — {sp.answerable} answerable + {sp.abstention} "
                    f"abstention questions over {sp.paragraphs} paragraphs "
-                   f"({sp.dropped_paragraphs} dropped); seed {s.seed}")
+                   f"({sp.dropped_paragraphs} dropped; {sp.left_out} of their questions left "
+                   f"out: their answer is still in the corpus); seed {s.seed}")
     typer.echo(f"run: kebab-mlflow run --golden {out / 'test.yaml'} --corpus {s.corpus} "
                "--set chunker.mode=document")

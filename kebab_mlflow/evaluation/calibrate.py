@@ -40,7 +40,6 @@ def fit_on_golden_set(golden_path: str | Path, corpus: str | Path,
     calibrator on (raw confidence, refused, correct) of its ask cases and store it with the
     index, keyed by the pipeline's versions."""
     from kebab_mlflow.config import build_config
-    from kebab_mlflow.evaluation.evaluate import evaluate
     from kebab_mlflow.golden import load_golden_set
     from kebab_mlflow.pipeline.backends.floors import oracle_truth
     from kebab_mlflow.pipeline.reference import build_pipeline
@@ -53,10 +52,20 @@ def fit_on_golden_set(golden_path: str | Path, corpus: str | Path,
     golden = load_golden_set(golden_path)
     config = build_config(preset, {**dict(overrides or {}), "answer.calibrate": False})
     pipeline = build_pipeline(config, corpus, oracle_truth(golden.queries))
+    return fit_with_pipeline(pipeline, golden, {"corpus": str(corpus), "preset": preset}, k,
+                             method, save)
+
+
+def fit_with_pipeline(pipeline: Any, golden: Any, about: Mapping[str, Any], k: int = 10,
+                      method: str = "platt", save: bool = True) -> CalibrationFit:
+    """:func:`fit_on_golden_set` with a pipeline already built (calibration off); ``about``
+    goes into the calibrator's ``info`` (corpus, preset)."""
+    from kebab_mlflow.evaluation.evaluate import evaluate
+
     result = evaluate(pipeline, golden, k=k)
     cases = _cases(golden, result)
-    info = {"golden_set": golden.name, "golden_sha256": golden.digest, "corpus": str(corpus),
-            "preset": preset, "k": k, "versions": base_versions(pipeline.versions),
+    info = {"golden_set": golden.name, "golden_sha256": golden.digest, **about,
+            "k": k, "versions": base_versions(pipeline.versions),
             "n": len(cases.raw), "n_refused": int(cases.refused.sum()),
             "before": calibration_block(cases.uncalibrated, cases.correct)}
     calibrator = Calibrator.fit(cases.raw, cases.refused, cases.correct, method, info,
@@ -110,3 +119,24 @@ def _answer(a: Mapping[str, Any] | None) -> Answer | None:
         return None
     return Answer(a.get("text") or "", tuple(a.get("citations") or ()), a.get("refusal_reason"),
                   a.get("confidence"), a.get("raw_confidence"), a.get("similarity"))
+
+
+def gate_cases(pipeline: Any, golden: Any, k: int = 10) -> tuple[np.ndarray, np.ndarray, int]:
+    """The answerability gate's features (:func:`answerer.gate_features`) of each ask query of
+    ``golden`` that has a quotable sentence, whether it is answerable, and how many answerable
+    ones have none (refused whatever the gate) — what :func:`calibrator.fit_gate` fits on."""
+    from kebab_mlflow.pipeline.answerer import gate_features, rank_sentences, term_weights
+
+    queries = [q for q in golden.queries if q.ask]
+    rows, answerable, without = [], [], 0
+    for q, hits in zip(queries, pipeline.search_batch([q.query for q in queries], k),
+                       strict=True):
+        weights = term_weights(q.query, pipeline.idf, pipeline.tokenize)
+        candidates = rank_sentences(q.query, hits, pipeline.answer_config.context_k,
+                                    weights=weights, tokenize=pipeline.tokenize)
+        if candidates:
+            rows.append(gate_features(q.query, hits, candidates).row())
+            answerable.append(q.answerable)
+        else:
+            without += q.answerable
+    return np.array(rows, float).reshape(-1, 3), np.array(answerable, bool), without

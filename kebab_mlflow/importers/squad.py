@@ -8,16 +8,29 @@ Output, in ``out``:
   ``must_contain`` = its gold answer span (the first one where SQuAD gives several),
   ``expected_doc_ids`` = its paragraph and ``expected_chunk_ids`` = ``<passage_id>#0`` (run with
   ``--set chunker.mode=document``, which keeps each paragraph as one chunk), ``ask: true``.
-  An abstention case is a question whose paragraph was dropped from the corpus:
-  ``answerable: false``, ``query_type: abstention``, no expected ids; it is tagged
-  ``answer_elsewhere`` when its gold span still occurs in a kept paragraph of the same article
-  (the knowledge base may then hold an answer after all — a hard case worth slicing out).
+  An abstention case is a question whose paragraph was dropped from the corpus *and whose gold
+  span occurs in no kept paragraph* (of any article): ``answerable: false``,
+  ``query_type: abstention``, no expected ids.
 
 The split is by article (title), so train and test never share a paragraph; in each split
 ``round(abstain_share · paragraphs)`` paragraphs are dropped. All random choices come from one
 ``numpy.random.default_rng(seed)``; the seed and shares are recorded in each file's header and
 ``description``. Each question's ``lang`` is ``ko`` when at least 30% of its words hold
 Hangul (KorQuAD: all of them), else ``en``, unless ``--lang`` names one.
+
+Why the span rule (issue 20): a right answer is one that contains the gold span
+(``contains_all``), so a question whose span is still in the corpus may well be answerable —
+on KorQuAD dev (seed 0) 114 of the 270 test questions of dropped paragraphs had their span in a
+kept paragraph (74 in one of the same article), and the answerer quoted a sentence holding it,
+right, for 12 of them ("이회창이 … 언제가 되기 전에 사면해 달라고 요구했나?" → "… 추석 전에
+사면해 줘야 된다고 요구한다."). Calling those "should refuse" was a defect of the conversion.
+Such a question is left out of the split (neither answerable from a known paragraph nor surely
+unanswerable); the header counts them. The test is the exact substring, case-sensitive as
+``must_contain``; a short span ("1995년") that occurs anywhere leaves its question out, which
+errs on the safe side. The rule adds no random choice: the same seed drops the same paragraphs
+as before, so the corpus and the answerable questions are unchanged.
+``abstention="dropped"`` keeps the rule from before the fix (every question of a dropped
+paragraph), to put the old figures side by side (``bench/bench_korquad.py``).
 """
 
 from __future__ import annotations
@@ -32,6 +45,7 @@ import yaml
 
 from kebab_mlflow.errors import CorpusError, InputError, Problem
 
+ABSTENTION_RULES = ("unanswerable", "dropped")
 HANGUL_SHARE = 0.3  # of a question's words, from which it is `lang: ko`
 _HANGUL = re.compile("[\uac00-\ud7a3\u1100-\u11ff\u3130-\u318f]")
 
@@ -54,6 +68,7 @@ class SquadSplit:
     abstention: int
     paragraphs: int
     dropped_paragraphs: int
+    left_out: int = 0  # questions of dropped paragraphs whose gold span is still in the corpus
 
 
 @dataclass(frozen=True)
@@ -124,10 +139,13 @@ def _checked(rows: list[QA], source: str) -> list[QA]:
 
 
 def import_squad(source: Path, out: Path, *, abstain_share: float = 0.1,
-                 test_share: float = 0.5, seed: int = 0, lang: str | None = None) -> SquadImport:
+                 test_share: float = 0.5, seed: int = 0, lang: str | None = None,
+                 abstention: str = "unanswerable") -> SquadImport:
     """``lang``: every question's ``lang``; None = from the question's text
-    (:func:`detect_lang`)."""
-    _check_options(abstain_share, test_share)
+    (:func:`detect_lang`). ``abstention``: ``unanswerable`` (a question of a dropped paragraph
+    is an abstention case only when its gold span is in no kept paragraph) or ``dropped``
+    (every question of a dropped paragraph, the rule before issue 20's fix)."""
+    _check_options(abstain_share, test_share, abstention)
     import numpy as np
 
     rows = read_squad(source)
@@ -139,14 +157,16 @@ def import_squad(source: Path, out: Path, *, abstain_share: float = 0.1,
     dropped = _dropped_paragraphs(paragraphs, split_of, abstain_share, rng)
     kept = {p: r for p, r in paragraphs.items() if p not in dropped}
     corpus_dir = _write_corpus(out, kept)
-    kept_by_title: dict[str, list[str]] = {}
-    for r in kept.values():
-        kept_by_title.setdefault(r.title, []).append(r.context)
+    # one string of every kept paragraph: "span in it" = "span in some kept paragraph" (no
+    # span holds the separator)
+    kept_text = "\x00".join(r.context for r in kept.values())
+    answered_elsewhere = ({r.id for r in rows if r.passage_id in dropped and r.answer in kept_text}
+                          if abstention == "unanswerable" else set())
     settings = (f"seed={seed} test_share={test_share} abstain_share={abstain_share} "
-                f"source={source}")
+                f"abstention={abstention} source={source}")
     splits = tuple(
-        _write_split(name, [r for r in rows if split_of[r.title] == name], dropped, lang,
-                     kept_by_title, out, corpus_dir, settings, source)
+        _write_split(name, [r for r in rows if split_of[r.title] == name], dropped,
+                     answered_elsewhere, lang, out, corpus_dir, settings, source)
         for name in ("train", "test"))
     return SquadImport(corpus_dir, len(kept), splits, seed)
 
@@ -160,8 +180,11 @@ def detect_lang(text: str) -> str:
     return "ko" if words and hangul / len(words) >= HANGUL_SHARE else "en"
 
 
-def _check_options(abstain_share: float, test_share: float) -> None:
+def _check_options(abstain_share: float, test_share: float, abstention: str) -> None:
     problems = []
+    if abstention not in ABSTENTION_RULES:
+        problems.append(Problem(f"must be one of {', '.join(ABSTENTION_RULES)}, got "
+                                f"{abstention!r}", "abstention"))
     if not 0.0 < test_share < 1.0:
         problems.append(Problem(f"must be in (0, 1), got {test_share}", "--test-share"))
     if not 0.0 <= abstain_share < 1.0:
@@ -203,20 +226,23 @@ def _write_corpus(out: Path, kept: dict[str, QA]) -> Path:
     return corpus_dir
 
 
-def _write_split(split: str, members: list[QA], dropped: set[str], lang: str | None,
-                 kept_by_title: dict[str, list[str]], out: Path, corpus_dir: Path,
-                 settings: str, source: Path) -> SquadSplit:
-    entries = [_entry(r, r.passage_id in dropped, kept_by_title.get(r.title, ()),
-                      lang or detect_lang(r.question)) for r in members]
-    n_abstain = sum(r.passage_id in dropped for r in members)
+def _write_split(split: str, members: list[QA], dropped: set[str], left_out: set[str],
+                 lang: str | None, out: Path, corpus_dir: Path, settings: str,
+                 source: Path) -> SquadSplit:
     pids = {r.passage_id for r in members}
+    n_left_out = sum(r.id in left_out for r in members)
+    members = [r for r in members if r.id not in left_out]
+    entries = [_entry(r, r.passage_id in dropped, lang or detect_lang(r.question))
+               for r in members]
+    n_abstain = sum(r.passage_id in dropped for r in members)
     path = out / f"{split}.yaml"
     header = (
         f"# {split} split of {source}, written by kebab-mlflow import-squad ({settings}).\n"
         f"# Split by article: {len({r.title for r in members})} articles, {len(pids)} "
         f"paragraphs, {len(members)} questions; {n_abstain} abstention cases (questions "
-        f"whose paragraph was dropped\n# from the corpus: {len(pids & dropped)} paragraphs). "
-        "must_contain = the gold answer span (case-sensitive).\n"
+        f"whose paragraph was dropped\n# from the corpus: {len(pids & dropped)} paragraphs; "
+        f"{n_left_out} questions of those paragraphs left out: their gold span is still in a "
+        "kept paragraph).\n# must_contain = the gold answer span (case-sensitive).\n"
         f"# Run: kebab-mlflow run --golden {path} --corpus {corpus_dir} "
         "--set chunker.mode=document\n")
     doc = {"name": f"{_stem(source)}-{split}", "description": f"import-squad {settings}",
@@ -224,16 +250,14 @@ def _write_split(split: str, members: list[QA], dropped: set[str], lang: str | N
     path.write_text(header + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True,
                                             width=1000), encoding="utf-8")
     return SquadSplit(split, path, len(members) - n_abstain, n_abstain, len(pids),
-                      len(pids & dropped))
+                      len(pids & dropped), n_left_out)
 
 
-def _entry(r: QA, abstain: bool, kept_contexts: Sequence[str], lang: str) -> dict:
+def _entry(r: QA, abstain: bool, lang: str) -> dict:
     if abstain:
-        tags = ["dropped_paragraph"]
-        if any(r.answer in c for c in kept_contexts):
-            tags.append("answer_elsewhere")
         return {"id": r.id, "query": r.question, "ask": True, "answerable": False,
-                "query_type": "abstention", "hardcase_categories": tags, "lang": lang}
+                "query_type": "abstention", "hardcase_categories": ["dropped_paragraph"],
+                "lang": lang}
     return {"id": r.id, "query": r.question, "expected_doc_ids": [r.passage_id],
             "expected_chunk_ids": [f"{r.passage_id}#0"], "must_contain": [r.answer],
             "ask": True, "query_type": "single_doc", "group": r.passage_id, "lang": lang}

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from kebab_mlflow.errors import CalibrationError, Problem
+from kebab_mlflow.pipeline.answerer import GateFeatures, GateModel
 from kebab_mlflow.records import VersionSnapshot
 
 METHODS = ("isotonic", "platt")
@@ -267,3 +268,39 @@ def calibrator_path(index_folder: Path, versions: VersionSnapshot | Mapping[str,
 
 
 
+
+
+# --- the answerability gate -------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class GateFit:
+    """An answerability gate fitted on a golden set's ask cases (:func:`fit_gate`)."""
+
+    model: GateModel
+    refuse_below: float
+    answerable_refused: float  # on the fitting set, with the gate
+    abstention_refused: float  # on the fitting set (NaN without abstention cases)
+
+
+def fit_gate(features: np.ndarray, answerable: np.ndarray, always_refused: int = 0,
+             max_refused: float = 0.2, step: float = 0.01) -> GateFit:
+    """A logistic fit (:func:`platt_fit`) of answerable (1) against abstention (0) over the
+    rows of :class:`~kebab_mlflow.pipeline.answerer.GateFeatures`, and the highest gate (a
+    multiple of ``step``) that refuses at most ``max_refused`` of the answerable questions —
+    counting ``always_refused``, the answerable ones with no quotable sentence, refused whatever
+    the gate. Deterministic."""
+    x, y = np.asarray(features, float), np.asarray(answerable, bool)
+    if y.all() or not y.any():
+        raise CalibrationError("fitting a gate needs answerable and abstention cases")
+    *weights, intercept = platt_fit(x, y.astype(float))
+    model = GateModel(tuple(round(w, 4) for w in weights), round(intercept, 4))
+    score = np.array([model(GateFeatures(*row)) for row in x])
+    n_answerable = int(y.sum()) + always_refused
+
+    def answerable_refused(gate: float) -> float:
+        return (int((score[y] < gate).sum()) + always_refused) / n_answerable
+
+    steps = [round(i * step, 10) for i in range(1, int(round(1 / step)))]
+    fitting = [g for g in steps if answerable_refused(g) <= max_refused]
+    gate = max(fitting) if fitting else steps[0]
+    return GateFit(model, gate, answerable_refused(gate), float((score[~y] < gate).mean()))

@@ -22,7 +22,13 @@ except ImportError:  # pragma: no cover - not POSIX
     fcntl = None  # type: ignore[assignment]
 
 from kebab_mlflow import progress
-from kebab_mlflow.pipeline.answerer import REFUSE_BELOW, AnswererConfig, extractive_answer
+from kebab_mlflow.pipeline.answerer import (
+    GATES,
+    REFUSE_BELOW,
+    AnswererConfig,
+    answerer_version,
+    extractive_answer,
+)
 from kebab_mlflow.pipeline.cache import atomic_folder, cache_root, load_or_build_once
 from kebab_mlflow.pipeline.chunker import Chunk, ChunkerConfig, chunk_corpus
 from kebab_mlflow.pipeline.corpus import Corpus, load_corpus
@@ -58,7 +64,7 @@ def versions_for(config: Mapping[str, Any], embedding_id: str = "") -> VersionSn
     }[backend]
     if config.get("top_k") is not None:
         index += f"-top{config['top_k']}"
-    prompt = (f"extractive-v4-ctx{an['context_k']}-sent{an['max_sentences']}"
+    prompt = (f"{answerer_version(tokenizer)}-ctx{an['context_k']}-sent{an['max_sentences']}"
               f"-gate{refuse_below(config)}" + (f"-sim={embedding_id}" if an["similarity"] else "")
               + ("" if tokenizer == "english" else f"-tok={tokenizer}")
               + ("-calibrated" if an["calibrate"] else ""))
@@ -98,7 +104,8 @@ class ReferencePipeline:
         self._versions = versions_for(config, embedding_id)
         an = config["answer"]
         self.answer_config = AnswererConfig(an["context_k"], an["max_sentences"],
-                                            refuse_below(config))
+                                            refuse_below(config),
+                                            GATES.get(_tokenizer_name(config)))
         self.calibrator = _load_calibrator(folder, self._versions) if an["calibrate"] else None
         self._df: dict[str, int] | None = None  # chunk frequency per term, on first ask
         self.similarity = QuerySimilarity(config["dense"]) if an["similarity"] else None
