@@ -39,6 +39,9 @@ def test_the_view_tag_is_the_envelope_the_ui_reads_with_metrics_as_columns():
                                     "metrics.`hit_at_1`", "metrics.`hit_at_5`", "metrics.`mrr`",
                                     "attributes.`Models`", "attributes.`Dataset`", "duration"]
     assert set(state) <= {"selectedColumns", "columnOrder", "columnWidths"}
+    assert state["columnWidths"]["metrics.`mrr`"] == 100  # the UI's default, for short names
+    assert 100 < ui_view.column_width("ndcg_at_10_doc") < ui_view.column_width(
+        "precision_at_5_chunk") <= 180
     assert len(value) < 20_000  # the UI refuses to open bigger saved views
 
 

@@ -186,6 +186,11 @@ def ui(
     from kebab_mlflow.tracking.ui_view import runs_url
 
     uri = resolve_uri(tracking_uri)
+    if uri.startswith(("http://", "https://")):
+        experiment_id = _runs_view_experiment(Tracker(uri), experiment)
+        typer.echo(f"{describe_uri(uri)} is a server, its UI runs there; open:\n"
+                   f"  {runs_url(describe_uri(uri), experiment_id)}")
+        return
     if not uri.startswith(("sqlite:", "postgresql", "mysql", "file:")):
         typer.echo(f"{describe_uri(uri)} is a server: open it in a browser.")
         return

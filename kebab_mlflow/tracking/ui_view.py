@@ -63,13 +63,21 @@ def view_metrics(tag_value: str | None) -> list[str]:
             and c.startswith(prefix) and c.endswith("`") and len(c) > len(prefix) + 1]
 
 
+def column_width(metric: str) -> int:
+    """Pixels for a metric column whose header shows the whole name (the UI's 100 px cut
+    ``precision_at_5_chunk`` to ``precision_at_5_``), within 100-180."""
+    return min(180, max(100, round(6.8 * len(metric)) + 36))
+
+
 def view_state(metrics: Iterable[str]) -> dict:
     """The runs page's settings: the metric columns first, then Models and Dataset."""
+    metrics = list(metrics)
     shown = [metric_column(m) for m in metrics]
+    widths = {metric_column(m): column_width(m) for m in metrics}
     return {"selectedColumns": [*shown, MODELS_COLUMN, DATASET_COLUMN],
             "columnOrder": [RUN_NAME_COLUMN, CREATED_COLUMN, *shown, MODELS_COLUMN,
                             DATASET_COLUMN, DURATION_COLUMN],
-            "columnWidths": {DATASET_COLUMN: DATASET_WIDTH}}
+            "columnWidths": {**widths, DATASET_COLUMN: DATASET_WIDTH}}
 
 
 def view_tag_value(metrics: Iterable[str], previous: str | None, now_ms: int) -> str | None:
