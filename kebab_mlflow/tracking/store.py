@@ -31,8 +31,8 @@ from kebab_mlflow.tracking import ui_view
 
 DEFAULT_EXPERIMENT = "kebab-eval"
 BASELINE_TAG = "kebab.baseline_run_id"
-# MLflow 3's UI opens an experiment on its GenAI pages unless this tag names another kind;
-# "custom_model_development" opens it on the runs (values from the 3.17 UI's ExperimentKind).
+# MLflow 3's record of what an experiment is for (values from the 3.17 UI's ExperimentKind);
+# the 3.17 UI itself picks GenAI or model-training pages from the URL (tracking/ui_view.py).
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
 LOCAL_UI = "http://127.0.0.1:5000"  # where `kebab-mlflow ui` serves by default
