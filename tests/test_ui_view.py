@@ -119,3 +119,22 @@ def test_ui_prints_the_runs_url_and_backfills_the_view_of_an_older_experiment(st
                               "--port", "5077"])
     assert "no experiment nothing yet" in res.stderr
     assert ui_view.runs_url("http://127.0.0.1:5077", None) in res.stderr
+
+
+def test_against_a_server_the_hint_and_ui_print_the_servers_runs_url():
+    import uuid
+
+    from tests import servers
+
+    server = servers.shared_mlflow_server()
+    experiment = f"view-{uuid.uuid4().hex[:10]}"
+    res = runner.invoke(app, ["run", "--golden", str(GOLDEN), "--corpus", str(KB),
+                              "--tracking-uri", server.url, "--experiment", experiment])
+    assert res.exit_code == 0, res.output
+    exp = server.client().get_experiment_by_name(experiment)
+    assert "mrr" in ui_view.view_metrics(exp.tags[VIEW_TAG])
+    url = ui_view.runs_url(server.url, exp.experiment_id)
+    hint = res.stderr.split("no venv to activate):\n")[1].strip().splitlines()
+    assert hint[0].strip() == f"open {url}"
+    res = runner.invoke(app, ["ui", "--tracking-uri", server.url, "--experiment", experiment])
+    assert res.exit_code == 0 and url in res.stdout
