@@ -5,8 +5,8 @@ MLflow 3.17's UI decides two things in the browser, not from the experiment:
 - **GenAI or model-training pages.** The ``workflowType`` URL parameter (``genai`` or
   ``machine_learning``), else the value the browser remembered in localStorage, else
   ``genai``. The experiment tag ``mlflow.experimentKind`` (which kebab sets too) is only read
-  when the UI's workflow switch is off, and 3.17 ships it on. So every URL kebab prints carries
-  ``workflowType=machine_learning``.
+  when the UI's workflow switch is off, and in 3.17.2 the flag for it returns true
+  unconditionally. So every URL kebab prints carries ``workflowType=machine_learning``.
 - **The runs table's columns.** A fresh browser shows Source, Models and Dataset and no
   metric. The UI's saved views ("Save view", the views menu above the runs table) keep a
   page's search facets and UI state (selected columns, their order and widths) in the
