@@ -104,7 +104,7 @@ def summary_metrics(metrics: dict[str, float]) -> list[str]:
     sys.path.insert(0, str(ROOT))
     from kebab_mlflow.evaluation.report import headline
 
-    return headline({"overall": metrics})
+    return headline(metrics)
 
 
 def free_port() -> int:
