@@ -33,7 +33,14 @@ def one_run(store: str, data: list[str], breakdowns: bool) -> tuple[float, int]:
     return wall, len(run.data.metrics)
 
 
+def load_line(start: float) -> str:
+    """The 1-minute load average at the start and the end (the machine may be shared)."""
+    return (f"1-minute load average: {start:.2f} at the start, {os.getloadavg()[0]:.2f} at "
+            f"the end ({os.cpu_count()} CPUs)")
+
+
 def main() -> None:
+    load = os.getloadavg()[0]
     store = f"sqlite:///{WORK / 'layout-store' / 'mlflow.db'}"
     sets = {"fixtures (43 queries)": [],
             "SciFact test (300 q, k=100)": ["--golden", str(scifact_golden()), "--corpus",
@@ -57,6 +64,7 @@ def main() -> None:
         lines.append(f"{name:<30}{counts[before]:>8}{counts[after]:>7}"
                      f"{statistics.median(walls[before]):>12.2f}s"
                      f"{statistics.median(walls[after]):>11.2f}s")
+    lines.append(load_line(load))
     emit("bench_metric_layout", "\n".join(lines))
 
 

@@ -40,7 +40,14 @@ def traces_of(store: str, run_id: str) -> int:
     return len(client.search_traces(locations=[experiment], run_id=run_id, max_results=1000))
 
 
+def load_line(start: float) -> str:
+    """The 1-minute load average at the start and the end (the machine may be shared)."""
+    return (f"1-minute load average: {start:.2f} at the start, {os.getloadavg()[0]:.2f} at "
+            f"the end ({os.cpu_count()} CPUs)")
+
+
 def main() -> None:
+    load = os.getloadavg()[0]
     store = f"sqlite:///{WORK / 'traces-store' / 'mlflow.db'}"
     one_run(store, "none")  # warm: index cache and store exist afterwards
     walls: dict[str, list[float]] = {"none": [], "failures": [], "all": []}
@@ -64,6 +71,7 @@ def main() -> None:
     fail = statistics.median(walls["failures"]) / base - 1
     full = statistics.median(walls["all"]) / base
     lines.append(f"failures adds {fail:.0%} (goal <= 25%); all costs {full:.2f}x (goal <= 3x)")
+    lines.append(load_line(load))
     emit("bench_traces", "\n".join(lines))
 
 

@@ -96,8 +96,10 @@ class Browser:
                 return data.get("result", {})
         raise RuntimeError("the DevTools connection closed")
 
-    async def evaluate(self, expression: str) -> Any:
-        result = await self.call("Runtime.evaluate", expression=expression, returnByValue=True)
+    async def evaluate(self, expression: str, await_promise: bool = False) -> Any:
+        """The expression's value; ``await_promise``: an async expression's resolved value."""
+        result = await self.call("Runtime.evaluate", expression=expression, returnByValue=True,
+                                 awaitPromise=await_promise)
         return result.get("result", {}).get("value")
 
     async def open(self, url: str) -> None:

@@ -4,6 +4,9 @@ Makes a temporary store with two runs (the candidate with ``--traces failures``)
 ``compare`` of them and the fixture sweep, starts ``kebab-mlflow ui`` on it, loads the pages in
 headless Chromium (scripts/cdp.py) and fails unless the rendered page shows:
 
+- the URL ``kebab-mlflow ui`` printed, opened in a fresh browser profile (no localStorage):
+  the runs list (not the GenAI pages) with a column per headline metric of the runs, each
+  showing the run's value, those columns before the Models and Dataset ones;
 - the experiment opening on its runs (not the GenAI overview);
 - on the run page: the headline metrics before any breakdown, the run's model, its dataset
   and, in the dataset's panel, the schema and the profile;
@@ -12,7 +15,8 @@ headless Chromium (scripts/cdp.py) and fails unless the rendered page shows:
 - on the compare page of the two runs: the headline metrics before any breakdown;
 - the sweep's parent run with its gauge.
 
-``--screenshots DIR`` keeps the run page and the traces page as PNGs (the README's pictures).
+``--screenshots DIR`` keeps the runs list, the run page, the dataset panel and the traces page as
+PNGs (the README's pictures).
 Exit 0 when every check passed, 1 otherwise (each failure says what the page showed).
 """
 
@@ -40,7 +44,11 @@ FIXTURES = ROOT / "fixtures"
 HEADLINE = ("mrr", "hit_at_1", "hit_at_5", "hit_at_10", "ndcg_at_10_doc", "contains_all")
 BREAKDOWN = re.compile(r"\b(by_query_type|by_hardcase_category|by_metadata_field|"
                        r"abstention_outcomes|abstention_calibration|latency)/")
+# columns the runs view must have for the fixture set (its summary, README "Metrics")
+VIEW_COLUMNS = ("hit_at_1", "hit_at_5", "mrr", "ndcg_at_10_doc", "recall_at_10_doc",
+                "contains_all", "error_rate")
 ML = "workflowType=machine_learning"  # MLflow 3.17's UI picks GenAI pages unless told
+GENAI_NAV = ("Training runs", "Observability", "Overview")  # the GenAI pages' side navigation
 
 
 @dataclass
@@ -53,6 +61,8 @@ class Store:
     model_name: str
     dataset: str
     traced: list[str] = field(default_factory=list)  # the traced queries' text
+    # run id → {headline metric: value} of the two eval runs, as the store holds them
+    headline: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 def kebab(args: list[str], work: Path) -> str:
@@ -81,10 +91,20 @@ def make_store(work: Path) -> Store:
     run = client.get_run(cand["run_id"])
     model = client.get_logged_model(run.outputs.model_outputs[0].model_id)
     traces = client.search_traces(locations=[cand["experiment_id"]], run_id=cand["run_id"])
+    metrics = {r: client.get_run(r).data.metrics for r in (base["run_id"], cand["run_id"])}
+    headline = {r: {n: m[n] for n in summary_metrics(m)} for r, m in metrics.items()}
     return Store(uri, cand["experiment_id"], base["run_id"], cand["run_id"],
                  sweep.get("parent_run_id") or sweep.get("run_id"), model.name,
                  run.inputs.dataset_inputs[0].dataset.name,
-                 sorted(t.info.request_preview for t in traces))
+                 sorted(t.info.request_preview for t in traces), headline)
+
+
+def summary_metrics(metrics: dict[str, float]) -> list[str]:
+    """The metrics the run's terminal summary shows (kebab's headline selection)."""
+    sys.path.insert(0, str(ROOT))
+    from kebab_mlflow.evaluation.report import headline
+
+    return headline(metrics)
 
 
 def free_port() -> int:
@@ -93,7 +113,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_ui(store: Store, work: Path, port: int) -> subprocess.Popen:
+def start_ui(store: Store, work: Path, port: int) -> tuple[subprocess.Popen, str]:
+    """``kebab-mlflow ui`` on the store, once it answers; and the runs URL it printed."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen([sys.executable, "-m", "kebab_mlflow.cli", "ui", "--tracking-uri",
                              store.uri, "--port", str(port)], cwd=work, env=env,
@@ -103,7 +124,11 @@ def start_ui(store: Store, work: Path, port: int) -> subprocess.Popen:
     while time.monotonic() < deadline:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2):
-                return proc
+                printed = re.search(r"http://\S+/#/\S+", (work / "ui.log").read_text())
+                if printed is None:
+                    raise SystemExit("kebab-mlflow ui printed no URL of a page:\n"
+                                     + (work / "ui.log").read_text()[-2000:])
+                return proc, printed.group(0)
         except OSError:
             if proc.poll() is not None:
                 log = (work / "ui.log").read_text()
@@ -138,6 +163,77 @@ class Checks:
     def expect(self, name: str, text: str, *needles: str) -> None:
         missing = [n for n in needles if n not in text]
         self.record(name, f"missing {missing}" if missing else None, text)
+
+
+# The runs table's cells, per run (AG Grid row-id) and column (col-id), with each column's left
+# edge: the grid draws only the columns in view, so it is scrolled across, a screen at a time.
+GRID_CELLS = """(async () => {
+    const bar = document.querySelector('.ag-body-horizontal-scroll-viewport');
+    const cells = {}, left = {};
+    for (let x = 0; ; x += Math.max(100, bar.clientWidth - 50)) {
+        bar.scrollLeft = x;
+        await new Promise(done => setTimeout(done, 500));
+        for (const row of document.querySelectorAll('.ag-row[row-id]')) {
+            for (const cell of row.querySelectorAll('[col-id]')) {
+                const col = cell.getAttribute('col-id');
+                (cells[row.getAttribute('row-id')] ||= {})[col] = cell.innerText.trim();
+                if (cell.style.left) left[col] = parseFloat(cell.style.left);
+            }
+        }
+        if (x >= bar.scrollWidth - bar.clientWidth) break;
+    }
+    bar.scrollLeft = 0;
+    return JSON.stringify({cells, left, hash: location.hash});
+})()"""
+
+
+def runs_view_problem(store: Store, grid: dict) -> str | None:
+    """None when every headline metric of both runs is a column showing the run's value, the
+    metric columns before Models and Dataset; else what is wrong."""
+    columns = {n: f"metrics.`{n}`" for values in store.headline.values() for n in values}
+    problems = [f"{n} of {run[:8]}: {grid['cells'].get(run, {}).get(col)!r}, not {value}"
+                for run, values in store.headline.items() for n, value in values.items()
+                for col in [columns[n]]
+                if not _same_number(grid["cells"].get(run, {}).get(col), value)]
+    missing = [n for n in VIEW_COLUMNS if n not in columns]
+    if missing:
+        problems.append(f"no column for {missing}")
+    left = grid["left"]
+    attributes = [left[c] for c in ("attributes.`Models`", "attributes.`Dataset`") if c in left]
+    late = [n for n, col in columns.items() if attributes and left.get(col, 0) > min(attributes)]
+    if late or not attributes:
+        problems.append(f"metric columns after Models/Dataset: {late}" if late
+                        else "no Models/Dataset column")
+    return "; ".join(problems[:6]) or None
+
+
+def _same_number(shown: str | None, value: float) -> bool:
+    try:
+        return shown is not None and abs(float(shown) - value) <= 1e-9 * max(1.0, abs(value))
+    except ValueError:
+        return False
+
+
+async def check_printed_url(store: Store, url: str, shots: Path | None, checks: Checks) -> None:
+    """The URL ``kebab-mlflow ui`` printed, in a browser that never saw MLflow before."""
+    route = f"#/experiments/{store.experiment_id}/runs"
+    async with Browser(1600, 1000) as fresh:
+        await fresh.open(url)
+        text = await fresh.wait_text(lambda t: "candidate" in t and "baseline" in t
+                                     and "hit_at_1" in t)
+        grid = json.loads(await fresh.evaluate(GRID_CELLS, await_promise=True))
+        # the GenAI pages show the same runs table as "Training runs", next to their Overview
+        genai = [w for w in GENAI_NAV if w in text]
+        on_runs = grid["hash"].startswith(route) and not genai
+        checks.record("printed URL, fresh browser: the runs list, not the GenAI pages",
+                      None if on_runs else f"{url} showed {grid['hash']}, GenAI nav {genai}",
+                      text)
+        checks.record("printed URL, fresh browser: a column per headline metric with its "
+                      "value, before Models and Dataset", runs_view_problem(store, grid), text)
+        if shots:
+            await fresh.click_label("Close")  # the MLflow Assistant panel
+            await asyncio.sleep(2)
+            await fresh.screenshot(shots / "ui-runs.png", 1200)
 
 
 async def check_pages(store: Store, base: str, shots: Path | None, checks: Checks) -> None:
@@ -213,11 +309,13 @@ def main() -> int:
         store = make_store(work)
         port = free_port()
         print(f"… starting kebab-mlflow ui on port {port}", flush=True)
-        ui = start_ui(store, work, port)
+        ui, url = start_ui(store, work, port)
+        print(f"… kebab-mlflow ui printed {url}", flush=True)
         checks = Checks()
         try:
             if args.screenshots:
                 args.screenshots.mkdir(parents=True, exist_ok=True)
+            asyncio.run(check_printed_url(store, url, args.screenshots, checks))
             asyncio.run(check_pages(store, f"http://127.0.0.1:{port}", args.screenshots,
                                     checks))
         finally:

@@ -167,8 +167,8 @@ def test_the_end_of_run_hint_names_the_store_and_a_command_that_works_anywhere(s
     res = run_cli(store_uri)
     assert res.exit_code == 0
     hint = res.stderr.split("open the MLflow UI on this run's store (no venv to activate):\n")[1]
-    hint = hint.strip()
-    assert hint == f"{sys.executable} -m kebab_mlflow.cli ui --tracking-uri {store_uri}"
+    command = hint.strip().splitlines()[0]
+    assert command == f"{sys.executable} -m kebab_mlflow.cli ui --tracking-uri {store_uri}"
 
 
 @pytest.mark.parametrize("script_name", ["kebab-mlflow"])

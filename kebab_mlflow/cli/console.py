@@ -75,6 +75,16 @@ def metrics_table(title: str, metrics: Mapping[str, float | None]) -> Table:
     return table(title, ["metric", "value"], list(metrics.items()))
 
 
+def print_ui_hint(what: str, ui_command: str) -> None:
+    """The end-of-run hint: how to open the MLflow UI on the runs (Tracker.ui_command's lines,
+    the command, then the URL), indented; long URIs wrap instead of being cut."""
+    from rich.text import Text
+
+    err.print(f"open the MLflow UI on {what} (no venv to activate):")
+    for line in ui_command.splitlines():  # Text: a "[" in a path is not markup
+        err.print(Text(f"  {line}", style="cyan"), soft_wrap=True)
+
+
 class _BarTask:
     def __init__(self, bar: ProgressBar, task: Any):
         self.bar, self.task = bar, task

@@ -82,7 +82,7 @@ def run(
              "| all; never for a private golden set")] = "none",
 ) -> None:
     """Run the golden set through a pipeline and record the eval as one MLflow run."""
-    from kebab_mlflow.cli.console import err, metrics_table
+    from kebab_mlflow.cli.console import err, metrics_table, print_ui_hint
     from kebab_mlflow.config import parse_overrides
     from kebab_mlflow.evaluation.report import headline, ordered
     from kebab_mlflow.metrics.scoring import parse_cutoffs
@@ -103,8 +103,7 @@ def run(
     overall = result.aggregate.overall
     err.print(metrics_table("summary", {n: overall[n] for n in headline(overall)}))
     err.print(f"run [bold]{result.run_id}[/] {result.status} in experiment {experiment}")
-    err.print("open the MLflow UI on this run's store (no venv to activate):")
-    err.print(f"  [cyan]{result.ui_command}[/]", highlight=False, soft_wrap=True)
+    print_ui_hint("this run's store", result.ui_command)
 
 
 @app.command("import-beir")

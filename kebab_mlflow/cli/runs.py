@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -172,27 +172,57 @@ def baseline_show(experiment: Experiment = "kebab-eval", tracking_uri: TrackingU
 @app.command()
 def ui(
     tracking_uri: TrackingUri = None,
+    experiment: Experiment = "kebab-eval",
     port: Annotated[int, typer.Option(help="port")] = 5000,
     host: Annotated[str, typer.Option(help="interface")] = "127.0.0.1",
 ) -> None:
     """Start the MLflow UI on the configured store (--tracking-uri, $MLFLOW_TRACKING_URI or
-    ./mlruns); a port already in use is an error (exit 2), not a UI that never starts."""
+    ./mlruns) and print the URL of EXPERIMENT's runs with their headline metrics as columns;
+    a port already in use is an error (exit 2), not a UI that never starts."""
     import os
     import subprocess
 
-    from kebab_mlflow.tracking.store import describe_uri, resolve_uri
+    from kebab_mlflow.tracking.store import Tracker, describe_uri, resolve_uri
+    from kebab_mlflow.tracking.ui_view import runs_url
 
     uri = resolve_uri(tracking_uri)
+    if uri.startswith(("http://", "https://")):
+        experiment_id = _runs_view_experiment(Tracker(uri), experiment)
+        typer.echo(f"{describe_uri(uri)} is a server, its UI runs there; open:\n"
+                   f"  {runs_url(describe_uri(uri), experiment_id)}")
+        return
     if not uri.startswith(("sqlite:", "postgresql", "mysql", "file:")):
         typer.echo(f"{describe_uri(uri)} is a server: open it in a browser.")
         return
     _check_port_free(host, port)
+    experiment_id = _runs_view_experiment(Tracker(uri), experiment)
     env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
     cmd = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri, "--port", str(port),
            "--host", host, "--workers", "1"]
-    typer.echo(f"MLflow UI on http://{host}:{port} for {describe_uri(uri)} (Ctrl-C to stop)",
-               err=True)
+    shown = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+    base = f"http://{f'[{shown}]' if ':' in shown else shown}:{port}"
+    what = f"the runs of {experiment}" if experiment_id else f"no experiment {experiment} yet"
+    typer.echo(f"MLflow UI for {describe_uri(uri)} (Ctrl-C to stop); {what}:\n"
+               f"  {runs_url(base, experiment_id)}", err=True)
     raise typer.Exit(subprocess.call(cmd, env=env))
+
+
+def _runs_view_experiment(tracker: Any, name: str) -> str | None:
+    """The experiment's id (None: no such experiment), its saved runs view made first if an
+    older kebab-mlflow made its runs: columns from the headline metrics of its newest runs."""
+    from kebab_mlflow.errors import RunNotFoundError
+    from kebab_mlflow.evaluation.report import headline
+
+    try:
+        experiment_id = tracker.experiment_id(name, create=False)
+    except RunNotFoundError:
+        return None
+    if tracker.runs_view_metrics(experiment_id) is None:
+        runs = tracker.find_runs([experiment_id], status="FINISHED",
+                                 tags={"kebab.kind": "eval"}, max_results=50)
+        metrics = {n for r in runs for n in headline(r.metrics)}
+        tracker.set_runs_view(experiment_id, metrics)
+    return experiment_id
 
 
 def _check_port_free(host: str, port: int) -> None:

@@ -34,7 +34,7 @@ def sweep(
 ) -> None:
     """Run an ablation sweep: a parent run, one child eval run per row, and the
     distinguishing-power gauge (primary vs floors). Exit 1 when a row failed."""
-    from kebab_mlflow.cli.console import err
+    from kebab_mlflow.cli.console import err, print_ui_hint
     from kebab_mlflow.errors import InputError
     from kebab_mlflow.sweep.execution import run_sweep
     from kebab_mlflow.sweep.executors import check_executor
@@ -53,7 +53,8 @@ def sweep(
     else:
         _print_result(spec, result, wide)
         err.print(f"sweep [bold]{result.parent_run_id}[/] {result.status} in "
-                  f"{result.wall_s:.1f} s; open the MLflow UI: [cyan]{result.ui_command}[/]")
+                  f"{result.wall_s:.1f} s")
+        print_ui_hint("the sweep's store", result.ui_command)
     if result.failed_rows:
         err.print(f"[bold red]failed rows:[/] {', '.join(result.failed_rows)} — re-run them "
                   f"with `kebab-mlflow sweep {file} --resume {result.parent_run_id}`")

@@ -30,7 +30,7 @@ def tune(
     child run), then judge the best configuration once on the TEST set against the baseline.
     Exit 1 when it is Regressed (or Inconclusive) there."""
     from kebab_mlflow.cli.compare_table import render_table
-    from kebab_mlflow.cli.console import err, out, table
+    from kebab_mlflow.cli.console import err, out, print_ui_hint, table
     from kebab_mlflow.formatting import number
     from kebab_mlflow.sweep.grid import labels
     from kebab_mlflow.sweep.tune_spec import load_tune
@@ -58,7 +58,7 @@ def tune(
         terminal = out.is_terminal
         typer.echo(render_table(result.comparison, width=out.width if terminal else None,
                                 wide=not terminal, color=terminal), nl=False)
-        err.print(f"tune [bold]{result.parent_run_id}[/] in {result.wall_s:.1f} s; "
-                  f"open the MLflow UI: [cyan]{result.ui_command}[/]")
+        err.print(f"tune [bold]{result.parent_run_id}[/] in {result.wall_s:.1f} s")
+        print_ui_hint("the tuning's store", result.ui_command)
     if result.comparison.exit_code:
         raise typer.Exit(result.comparison.exit_code)

@@ -287,7 +287,7 @@ def _finish(spec: SweepSpec, live: _Live, rows_done: Mapping[str, RowOutcome],
     gauge = compute_gauge(spec, rows)
     status = "FINISHED" if all(r.status == "FINISHED" for r in rows.values()) else "FAILED"
     result = SweepResult(live.parent_id, live.experiment_id, status, rows, gauge,
-                         overall_state(gauge), live.tracker.ui_command(), wall_s)
+                         overall_state(gauge), live.tracker.ui_command(live.experiment_id), wall_s)
     publish_sweep(live.tracker, spec, result)
     return result
 

@@ -124,8 +124,9 @@ def run_tune(spec: TuneSpec, *, experiment: str | None = None,
             on_event(f"best: trial {best.number} ({_params_text(best.params)}), "
                      f"{spec.objective} {best.value:.4f} on train; judging it on test")
             judged = _judge(spec, tracker, experiment, evaluate, best)
+            hint = tracker.ui_command(experiment_id)
             result = TuneResult(parent_id, experiment_id, spec.objective, tuple(trials), best,
-                                *judged, tracker.ui_command(), time.perf_counter() - t0)
+                                *judged, hint, time.perf_counter() - t0)
             _publish(tracker, spec, result)
     except (KeyboardInterrupt, RunInterrupted):
         tracker.end_run_quietly(parent_id, "KILLED")

@@ -36,7 +36,7 @@ from kebab_mlflow.evaluation.evaluate import (
     evaluate_prepared,
     with_ask,
 )
-from kebab_mlflow.evaluation.report import run_report, summary_table
+from kebab_mlflow.evaluation.report import headline, run_report, summary_table
 from kebab_mlflow.evaluation.runner import check_expected_ids
 from kebab_mlflow.golden import GoldenSet, load_golden_set
 from kebab_mlflow.interrupts import checkpoint, signals_deferred, sigterm_as_interrupt
@@ -209,7 +209,7 @@ def execute(options: RunOptions, *,
     timings.update(mlflow_import_s=t_import - t_open, mlflow_store_open_s=open_s)
     timings["mlflow_logging_s"] += mlflow_s
     return RunResult(run_id, experiment_id, "FINISHED", result.metrics, result.aggregate,
-                     tracker.ui_command(), {**result.timings, **timings},
+                     tracker.ui_command(experiment_id), {**result.timings, **timings},
                      result.versions.as_dict(), dict(result.scores), result.query_ids)
 
 
@@ -389,6 +389,8 @@ def publish(tracker: Any, workdir: Path) -> None:
     if manifest.get("traces") and (workdir / TRACES).is_file():
         tracker.log_traces(manifest["experiment_id"], run_id, read_traces(workdir / TRACES),
                            model_id)
+    tracker.set_runs_view(manifest["experiment_id"], [names.metric_key(n)
+                                                      for n in headline(aggregate.overall)])
     tracker.end_run(run_id, "FINISHED")
 
 

@@ -27,13 +27,15 @@ from mlflow.tracking import MlflowClient
 from kebab_mlflow.errors import RunNotFoundError, TrackingError
 from kebab_mlflow.progress import warn
 from kebab_mlflow.records import RunRecord
+from kebab_mlflow.tracking import ui_view
 
 DEFAULT_EXPERIMENT = "kebab-eval"
 BASELINE_TAG = "kebab.baseline_run_id"
-# MLflow 3's UI opens an experiment on its GenAI pages unless this tag names another kind;
-# "custom_model_development" opens it on the runs (values from the 3.17 UI's ExperimentKind).
+# MLflow 3's record of what an experiment is for (values from the 3.17 UI's ExperimentKind);
+# the 3.17 UI itself picks GenAI or model-training pages from the URL (tracking/ui_view.py).
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
+LOCAL_UI = "http://127.0.0.1:5000"  # where `kebab-mlflow ui` serves by default
 MODEL_DIGEST_TAG = "kebab.versions_sha256"
 # MLflow's default HTTP retry policy waits minutes on a dead server; fail fast instead.
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
@@ -453,13 +455,41 @@ class Tracker:
     def experiment_tag(self, experiment_id: str, key: str) -> str | None:
         return self.client.get_experiment(experiment_id).tags.get(key)
 
-    def ui_command(self) -> str:
-        """A command that opens this store's UI and works without activating the venv: the
-        running kebab-mlflow by its absolute path, with this store's URI."""
+    def set_runs_view(self, experiment_id: str, metrics: Iterable[str]) -> None:
+        """Add a run's headline metrics (MLflow names) to the columns of kebab's saved runs
+        view, the page every printed UI URL opens (tracking/ui_view.py says why). Written only
+        when it changes; a user who may not write experiment tags keeps the view as it is."""
+        with _store_lock(self.uri):  # parallel sweep rows: one read-modify-write at a time
+            try:
+                tags = self.client.get_experiment(experiment_id).tags
+                value = ui_view.view_tag_value(metrics, tags.get(ui_view.VIEW_TAG),
+                                               int(time.time() * 1000))
+                if value is not None:
+                    self.client.set_experiment_tag(experiment_id, ui_view.VIEW_TAG, value)
+            except MlflowException:
+                pass
+
+    def runs_view_metrics(self, experiment_id: str) -> list[str] | None:
+        """The metric columns of kebab's saved runs view; None when the experiment has none
+        (made by an older kebab-mlflow)."""
+        value = self.experiment_tag(experiment_id, ui_view.VIEW_TAG)
+        return None if value is None else ui_view.view_metrics(value)
+
+    def ui_command(self, experiment_id: str | None = None) -> str:
+        """How to open the experiment's runs in the UI, without activating the venv: for a
+        local store the running kebab-mlflow by its absolute path with this store's URI (and
+        the experiment unless it is the default), then the URL it serves; for a server, its
+        URL. Several lines."""
         if self.local:
             import shlex
 
-            return f"{cli_executable()} ui --tracking-uri {shlex.quote(self.uri)}"
+            command = f"{cli_executable()} ui --tracking-uri {shlex.quote(self.uri)}"
+            name = self.experiment_name(experiment_id) if experiment_id else None
+            if name and name != DEFAULT_EXPERIMENT:
+                command += f" --experiment {shlex.quote(name)}"
+            return f"{command}\nthen open {ui_view.runs_url(LOCAL_UI, experiment_id)}"
+        if self.uri.startswith(("http://", "https://")):
+            return f"open {ui_view.runs_url(describe_uri(self.uri), experiment_id)}"
         return f"open {describe_uri(self.uri)} in a browser"
 
 
