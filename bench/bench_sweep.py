@@ -2,10 +2,11 @@
 ``--jobs 2`` (local processes) and ``--executor dask --jobs 2`` (a LocalCluster the sweep starts),
 plus the five-row fixture-size SciFact sweep's ``--jobs 2 / --jobs 1`` ratio for reference.
 
-The long sweep: the 809 SciFact train queries against the whole-document index at depth 1000 (the
-per-query records, 1000 hits each, and the metrics at every cut-off are what make a row cost
-~5 s on an idle core; the 300 test queries cost ~1.8 s, too little for the fixed costs of a
-process and a cluster to fade): BM25 (primary), six BM25 variants (k1, b) and the random floor. Each sweep is the real CLI
+The long sweep: the 809 SciFact train queries against the whole-document index at depth 1000
+(the per-query records, 1000 hits each, and the metrics at every cut-off are what make a row
+cost ~5 s on an idle core; the 300 test queries cost ~1.8 s, too little for the fixed costs of
+a process and a cluster to fade): BM25 (primary), six BM25 variants (k1, b) and the random
+floor. Each sweep is the real CLI
 (``kebab-mlflow sweep FILE --json``) in a fresh process against one SQLite store created
 beforehand; the index cache (``KEBAB_CACHE_DIR``, which the Dask workers inherit) is warmed
 first. Settings alternate within each repeat so background load hits them alike; the table
