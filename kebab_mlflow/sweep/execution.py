@@ -51,7 +51,7 @@ import numpy as np
 from kebab_mlflow import progress
 from kebab_mlflow.errors import InputError, RunInterrupted
 from kebab_mlflow.formatting import number
-from kebab_mlflow.interrupts import sigterm_as_interrupt
+from kebab_mlflow.interrupts import checkpoint, signals_deferred, sigterm_as_interrupt
 from kebab_mlflow.sweep.executors import check_executor, make_executor
 from kebab_mlflow.sweep.outputs import compute_gauge, overall_state, publish_sweep
 from kebab_mlflow.sweep.spec import (
@@ -226,8 +226,16 @@ def _open_parent(live: _Live, spec: SweepSpec, experiment: str | None,
         live.parent_id, done = _resume_state(live.tracker, spec, experiment, resume)
         on_event(f"resuming sweep {live.parent_id}: {len(done)} finished row(s) reused")
         return done
-    live.parent_id = live.tracker.start_run(live.experiment_id, spec.name, _parent_tags(spec))
+    checkpoint("sweep-store-opened")
+    # a signal while the parent is created is held until its id is known (else it stays
+    # RUNNING, unknown to the clean-up), then raised
+    with signals_deferred() as held:
+        live.parent_id = live.tracker.start_run(live.experiment_id, spec.name,
+                                                _parent_tags(spec))
+    if held.caught:
+        raise KeyboardInterrupt
     live.tracker.log_batch(live.parent_id, params=_parent_params(spec))
+    checkpoint("sweep-parent-logged")
     on_event(f"sweep {spec.name}: parent run {live.parent_id}")
     return {}
 
@@ -237,6 +245,7 @@ def _run_pending(spec: SweepSpec, pending: Sequence[SweepRow], live: _Live, runn
     if not pending:
         return {}
     runner.start(f"kebab-sweep-cancel-{live.parent_id}")
+    checkpoint("sweep-workers-started")
     on_event(f"running {len(pending)} row(s) in {runner.name}")
     outcomes = _run_rows(spec, pending, runner, on_event,
                          lambda row: row_options(spec, row, live.experiment,
@@ -269,6 +278,7 @@ def _run_rows(spec: SweepSpec, pending: Sequence[SweepRow], runner: Any,
                 outcomes[row.name] = _outcome(spec, row, _reply(future))
                 on_event(row_line(spec, outcomes[row.name]))
                 bar.advance()
+                checkpoint("sweep-row-done")
     return outcomes
 
 
@@ -284,11 +294,14 @@ def _reply(future: Any) -> dict[str, Any]:
 def _finish(spec: SweepSpec, live: _Live, rows_done: Mapping[str, RowOutcome],
             wall_s: float) -> SweepResult:
     rows = {r.name: rows_done[r.name] for r in spec.rows}
+    checkpoint("sweep-rows-done")
     gauge = compute_gauge(spec, rows)
+    checkpoint("sweep-gauged")
     status = "FINISHED" if all(r.status == "FINISHED" for r in rows.values()) else "FAILED"
     result = SweepResult(live.parent_id, live.experiment_id, status, rows, gauge,
                          overall_state(gauge), live.tracker.ui_command(), wall_s)
     publish_sweep(live.tracker, spec, result)
+    checkpoint("sweep-published")
     return result
 
 
