@@ -238,6 +238,25 @@ def sweep_problems(point: SweepPoint, got: SweepOutcome) -> list[str]:
     return wrong
 
 
+def start_tune(point: str, folder: Path, store_uri: str) -> tuple[subprocess.Popen, Path]:
+    """`tune` of fixtures/tune.yaml (2 trials) in its own folder, stopping at ``point``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    fixtures = ROOT / "fixtures"
+    spec = (fixtures / "tune.yaml").read_text().replace("trials: 12", "trials: 2")
+    for key, path in (("train", "tune/train.yaml"), ("test", "tune/test.yaml"),
+                      ("corpus", "kb")):
+        spec = spec.replace(f"\n{key}: {path}\n", f"\n{key}: {fixtures / path}\n")
+    (folder / "tune.yaml").write_text(spec)
+    marker = folder / "reached"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "KEBAB_CACHE_DIR": str(folder / "cache"),
+           "KEBAB_FAULT_POINT": f"{point}={marker}"}
+    args = [sys.executable, "-m", "kebab_mlflow.cli", "tune", str(folder / "tune.yaml"),
+            "--tracking-uri", store_uri, "--experiment", folder.name]
+    proc = subprocess.Popen(args, cwd=folder, env=env, text=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return proc, marker
+
+
 # SIGKILL while a brand-new SQLite store is created: the moment is "a file of the store folder
 # reached N bytes" (MLflow grows it to ~950 kB over its migrations), an event, not a guess.
 CREATION_POINTS = (1, 28_000, 100_000, 200_000, 300_000, 400_000, 500_000, 600_000, 700_000,

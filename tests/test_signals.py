@@ -69,3 +69,21 @@ def test_a_signal_at_any_moment_of_a_sweep_ends_its_runs_killed(tmp_path, store_
     for signame, (proc, marker, folder, _) in started.items():
         got = faultpoints.sweep_outcome(proc, folder, store_uri, marker)
         assert faultpoints.sweep_problems(point, got) == [], (signame, got.stderr[-1500:])
+
+
+def test_a_signal_while_the_tune_parent_is_created_ends_it_killed(tmp_path, store_uri):
+    """The parent existed before its id was known: it stayed RUNNING (SIGTERM even killed the
+    process outright, exit -15) until the signal was held there."""
+    Tracker(store_uri)
+    started = {}
+    for signame, signum in faultpoints.SIGNALS.items():
+        folder = tmp_path / f"tune-{signame}"
+        started[signame] = (*faultpoints.start_tune("run-created", folder, store_uri), folder,
+                            signum)
+    for proc, marker, _, signum in started.values():
+        faultpoints.wait_for(marker, proc)
+        proc.send_signal(signum)
+    for signame, (proc, _, folder, _) in started.items():
+        got = faultpoints.outcome(proc, folder, store_uri)
+        assert (got.returncode, got.statuses) == (130, ["KILLED"]), (signame, got.stderr[-1500:])
+        assert "Traceback" not in got.stderr and not got.work_left
