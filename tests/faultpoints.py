@@ -43,6 +43,13 @@ class Outcome:
     stderr: str
 
 
+def _sigint_default() -> None:  # in the child, between fork and exec
+    """A process started from a shell's background job (`cmd &`) inherits SIGINT ignored, and
+    Python keeps it so (no KeyboardInterrupt): the matrix would measure that, not the tool. A
+    terminal's Ctrl-C reaches a foreground process whose SIGINT is at its default."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start_run(point: str, folder: Path, store_uri: str) -> tuple[subprocess.Popen, Path]:
     """A `run` of the fixtures in its own folder (cwd, cache, experiment) that stops at
     ``point``; (the process, the marker it touches there)."""
@@ -52,7 +59,7 @@ def start_run(point: str, folder: Path, store_uri: str) -> tuple[subprocess.Pope
            "KEBAB_FAULT_POINT": f"{point}={marker}"}
     args = [sys.executable, "-m", "kebab_mlflow.cli", "run", "--golden", str(GOLDEN),
             "--target", TARGET, "--tracking-uri", store_uri, "--experiment", folder.name]
-    proc = subprocess.Popen(args, cwd=folder, env=env, text=True,
+    proc = subprocess.Popen(args, cwd=folder, env=env, text=True, preexec_fn=_sigint_default,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     return proc, marker
 
@@ -184,7 +191,7 @@ def start_sweep(point: SweepPoint, folder: Path, store_uri: str
            "KEBAB_FAULT_POINT": f"{point.checkpoint}={marker}"}
     args = [sys.executable, "-m", "kebab_mlflow.cli", "sweep", str(folder / "sweep.yaml"),
             "--jobs", str(point.jobs), "--tracking-uri", store_uri, "--experiment", folder.name]
-    proc = subprocess.Popen(args, cwd=folder, env=env, text=True,
+    proc = subprocess.Popen(args, cwd=folder, env=env, text=True, preexec_fn=_sigint_default,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     return proc, marker
 
@@ -233,6 +240,10 @@ def sweep_problems(point: SweepPoint, got: SweepOutcome) -> list[str]:
         wrong.append(f"recovery folders {got.recovery}, expected {point.recovery}")
     if got.workers_alive:
         wrong.append(f"workers still alive: {got.workers_alive}")
+    said = {"FINISHED": "had FINISHED", "KILLED": "ended as KILLED",
+            None: "interrupted before the sweep started"}[point.parent]
+    if said not in got.stderr:
+        wrong.append(f"stderr does not say {said!r}")
     if "Traceback" in got.stderr:
         wrong.append("a traceback on stderr")
     return wrong
@@ -252,7 +263,7 @@ def start_tune(point: str, folder: Path, store_uri: str) -> tuple[subprocess.Pop
            "KEBAB_FAULT_POINT": f"{point}={marker}"}
     args = [sys.executable, "-m", "kebab_mlflow.cli", "tune", str(folder / "tune.yaml"),
             "--tracking-uri", store_uri, "--experiment", folder.name]
-    proc = subprocess.Popen(args, cwd=folder, env=env, text=True,
+    proc = subprocess.Popen(args, cwd=folder, env=env, text=True, preexec_fn=_sigint_default,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     return proc, marker
 

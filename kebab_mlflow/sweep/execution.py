@@ -198,9 +198,12 @@ def run_sweep(spec: SweepSpec, *, experiment: str | None = None,
             return _finish(spec, live, {**done, **outcomes}, time.perf_counter() - t0)
         except (KeyboardInterrupt, RunInterrupted):
             with _signals_held():
-                _end_interrupted(live, runner)
+                killed = _end_interrupted(live, runner)
             if live.parent_id is None:
                 raise RunInterrupted("interrupted before the sweep started") from None
+            if not killed:  # a signal just after the parent ended: it stays as it is
+                raise RunInterrupted(f"interrupted after sweep {live.parent_id} had "
+                                     "FINISHED") from None
             raise RunInterrupted(f"interrupted: sweep {live.parent_id} ended as KILLED; finish "
                                  f"it with `kebab-mlflow sweep {spec.path} --resume "
                                  f"{live.parent_id}`") from None
@@ -305,11 +308,15 @@ def _finish(spec: SweepSpec, live: _Live, rows_done: Mapping[str, RowOutcome],
     return result
 
 
-def _end_interrupted(live: _Live, runner: Any) -> None:
+def _end_interrupted(live: _Live, runner: Any) -> bool:
+    """Stop the rows, end the parent and its running children KILLED; False when the parent
+    had FINISHED already (it stays FINISHED)."""
     runner.cancel()
-    if live.parent_id is not None:
-        live.tracker.end_run_quietly(live.parent_id, "KILLED")
-        _end_running_children(live.tracker, live.parent_id, "KILLED")
+    if live.parent_id is None:
+        return True
+    killed = live.tracker.end_run_quietly(live.parent_id, "KILLED")
+    _end_running_children(live.tracker, live.parent_id, "KILLED")
+    return killed
 
 
 @contextlib.contextmanager
