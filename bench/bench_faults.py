@@ -1,9 +1,11 @@
-"""The fault matrix of issue 18: signals at every named moment of a run, SIGKILL during the
-creation of a brand-new SQLite store, and many concurrent runs against a real ``mlflow
-server`` on PostgreSQL with MLflow telemetry left at its default (the variable unset).
+"""The fault matrix of issue 18: SIGINT/SIGTERM at every named moment of a run and of a sweep,
+SIGKILL during the creation of a brand-new SQLite store, and 72 runs started at once against a
+real ``mlflow server`` on PostgreSQL with MLflow telemetry left at the tool's default (every
+telemetry switch and CI marker unset) and, to show the race that default avoids, explicitly on.
 
-    python bench/bench_faults.py                 # everything (minutes on 2 cores)
-    python bench/bench_faults.py --only server --telemetry default   # 72 runs at once
+    python bench/bench_faults.py                    # everything (~20 min on 2 cores)
+    python bench/bench_faults.py --only signals     # runs and sweeps (~7 min)
+    python bench/bench_faults.py --only server --telemetry default
 
 Goals: zero runs left RUNNING, zero unusable stores, every server run FINISHED. Each process
 is signalled when it reached its checkpoint (``KEBAB_FAULT_POINT``) or when a store file
