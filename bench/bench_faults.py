@@ -1,9 +1,11 @@
-"""The fault matrix of issue 18: signals at every named moment of a run, SIGKILL during the
-creation of a brand-new SQLite store, and many concurrent runs against a real ``mlflow
-server`` on PostgreSQL with MLflow telemetry left at its default (the variable unset).
+"""The fault matrix of issue 18: SIGINT/SIGTERM at every named moment of a run and of a sweep,
+SIGKILL during the creation of a brand-new SQLite store, and 72 runs started at once against a
+real ``mlflow server`` on PostgreSQL with MLflow telemetry left at the tool's default (every
+telemetry switch and CI marker unset) and, to show the race that default avoids, explicitly on.
 
-    python bench/bench_faults.py                 # everything (minutes on 2 cores)
-    python bench/bench_faults.py --server-runs 72 --at-once 24
+    python bench/bench_faults.py                    # everything (~20 min on 2 cores)
+    python bench/bench_faults.py --only signals     # runs and sweeps (~7 min)
+    python bench/bench_faults.py --only server --telemetry default
 
 Goals: zero runs left RUNNING, zero unusable stores, every server run FINISHED. Each process
 is signalled when it reached its checkpoint (``KEBAB_FAULT_POINT``) or when a store file
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -55,6 +58,35 @@ def signal_matrix(work: Path) -> list[str]:
     return lines
 
 
+def sweep_matrix(work: Path) -> list[str]:
+    """SIGINT and SIGTERM at each point of :data:`faultpoints.SWEEP_POINTS`: before the parent
+    exists, while it is created, in a row (one, or two with --jobs 2), between rows, while the
+    gauge and the outputs are made and the parent gets its last update, after it FINISHED."""
+    from kebab_mlflow.tracking.store import Tracker
+
+    store = f"sqlite:///{work / 'sweeps' / 'mlflow.db'}"
+    Tracker(store)
+    cases = [(p, n, s) for p in faultpoints.SWEEP_POINTS for n, s in faultpoints.SIGNALS.items()]
+    lines = []
+    for start in range(0, len(cases), BATCH):
+        started = []
+        for point, name, signum in cases[start:start + BATCH]:
+            folder = work / "sweeps" / f"{point.name.replace('/', '-')}-{name}"
+            proc, marker = faultpoints.start_sweep(point, folder, store)
+            started.append((point, name, signum, proc, marker, folder))
+        for point, _, signum, proc, marker, _ in started:
+            faultpoints.wait_for(marker, proc, count=point.reached_by)
+            proc.send_signal(signum)
+        for point, name, _, proc, marker, folder in started:
+            got = faultpoints.sweep_outcome(proc, folder, store, marker)
+            wrong = faultpoints.sweep_problems(point, got)
+            lines.append(f"{point.name:<19} {name:<8} exit {got.returncode:<4} parent "
+                         f"{','.join(got.parent) or '-':<9} children "
+                         f"{','.join(got.children) or '-':<26} recovery {len(got.recovery)}  "
+                         f"{'OK' if not wrong else 'WRONG: ' + '; '.join(wrong)}")
+    return lines
+
+
 def creation_kills(work: Path) -> list[str]:
     killed = faultpoints.kill_at_sizes(work / "stores", faultpoints.CREATION_POINTS)
     lines = []
@@ -64,61 +96,117 @@ def creation_kills(work: Path) -> list[str]:
     return lines
 
 
-def server_runs(work: Path, total: int, at_once: int) -> list[str]:
-    """``total`` runs of the fixtures against a server on PostgreSQL, ``at_once`` at a time,
-    in an environment without MLFLOW_DISABLE_TELEMETRY (nor the CI markers MLflow reads)."""
-    postgres = servers.start_postgres()
-    server = servers.start_mlflow_server(postgres.uri, root=work / "server")
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("MLFLOW_DISABLE_TELEMETRY", "DO_NOT_TRACK", "CI", "PYTEST_CURRENT_TEST")}
+# MLflow turns telemetry off by itself in CI and under pytest (mlflow/telemetry/utils.py
+# ``_is_ci_env_or_testing``): the server runs are made in an environment without any of these,
+# as a user's shell would be, so what is measured is the tool's own default.
+TELEMETRY_VARS = ("MLFLOW_DISABLE_TELEMETRY", "DO_NOT_TRACK", "PYTEST_CURRENT_TEST", "CI",
+                  "GITHUB_ACTIONS", "CIRCLECI", "GITLAB_CI", "JENKINS_URL", "TRAVIS", "TF_BUILD",
+                  "BITBUCKET_BUILD_NUMBER", "CODEBUILD_BUILD_ARN", "BUILDKITE",
+                  "TEAMCITY_VERSION", "CLOUD_RUN_EXECUTION", "RUNBOT_HOST_URL",
+                  "RUNBOT_BUILD_NAME", "RUNBOT_WORKER_ID", "_MLFLOW_TESTING_TELEMETRY")
+PROBE = ("import json, os; before = os.environ.get('MLFLOW_DISABLE_TELEMETRY'); "
+         "import kebab_mlflow.tracking.store; "
+         "from mlflow.telemetry import get_telemetry_client; "
+         "print(json.dumps({'set_before': before, "
+         "'after': os.environ.get('MLFLOW_DISABLE_TELEMETRY'), "
+         "'client': get_telemetry_client() is not None}))")
+
+
+def run_env(work: Path, telemetry: str) -> dict[str, str]:
+    """The environment of the server runs: no telemetry switch nor CI marker (``default``), or
+    the user's explicit ``MLFLOW_DISABLE_TELEMETRY=false`` (``on``)."""
+    env = {k: v for k, v in os.environ.items() if k not in TELEMETRY_VARS}
     env.update(PYTHONPATH=str(ROOT), KEBAB_CACHE_DIR=str(work / "server-cache"))
-    statuses: list[str] = []
+    if telemetry == "on":
+        env["MLFLOW_DISABLE_TELEMETRY"] = "false"
+    return env
+
+
+def probe_telemetry(env: dict[str, str]) -> str:
+    """What a process started with ``env`` sees: the switch before and after the tool's import,
+    and whether MLflow's telemetry client is running."""
+    out = subprocess.run([sys.executable, "-c", PROBE], env=env, capture_output=True, text=True,
+                         timeout=300, check=True)
+    return out.stdout.strip().splitlines()[-1]
+
+
+def server_runs(work: Path, total: int, at_once: int, telemetry: str) -> list[str]:
+    """``total`` runs of the fixtures against a server on PostgreSQL, ``at_once`` started
+    together (a CI fan-out), each its own process."""
+    env = run_env(work, telemetry)
+    present = sorted(k for k in TELEMETRY_VARS if k in env)
+    probe = probe_telemetry(env)
+    postgres = servers.start_postgres()
+    server = servers.start_mlflow_server(postgres.uri, root=work / f"server-{telemetry}")
+    experiment = f"bench-faults-telemetry-{telemetry}"
+    failures: list[str] = []
     t0 = time.perf_counter()
     try:
         for start in range(0, total, at_once):
             procs = [subprocess.Popen(
                 [sys.executable, "-m", "kebab_mlflow.cli", "run", "--golden",
                  str(faultpoints.GOLDEN), "--target", faultpoints.TARGET, "--tracking-uri",
-                 server.url, "--experiment", "bench-faults", "--run-name", f"r{i}", "--json"],
+                 server.url, "--experiment", experiment, "--run-name", f"r{i}", "--json"],
                 cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                 for i in range(start, min(start + at_once, total))]
             for proc in procs:
-                out, err = proc.communicate(timeout=900)
-                statuses.append("exit0" if proc.returncode == 0 else f"exit{proc.returncode}: "
-                                f"{err.strip().splitlines()[-1:]}")
+                _, err = proc.communicate(timeout=1800)
+                if proc.returncode != 0:
+                    last = [ln for ln in err.strip().splitlines() if ln.strip()][-3:]
+                    failures.append(f"exit {proc.returncode}: {' | '.join(last)}")
+        wall = time.perf_counter() - t0
         client = server.client()
-        exp = client.get_experiment_by_name("bench-faults")
-        runs = client.search_runs([exp.experiment_id], max_results=1000)
+        runs = client.search_runs([client.get_experiment_by_name(experiment).experiment_id],
+                                  max_results=1000)
     finally:
         server.stop()
         postgres.stop()
+        shutil.rmtree(postgres.dir, ignore_errors=True)
     by_status: dict[str, int] = {}
     for run in runs:
         by_status[run.info.status] = by_status.get(run.info.status, 0) + 1
-    failures = [s for s in statuses if s != "exit0"]
-    return [f"{total} runs, {at_once} at a time, {time.perf_counter() - t0:.0f} s: "
-            f"statuses {json.dumps(by_status)}; process failures {len(failures)}",
+    key_errors = sum("_MLFLOW_TELEMETRY_SESSION_ID" in f for f in failures)
+    return [f"telemetry {telemetry}: telemetry variables in the runs' environment: "
+            f"{', '.join(present) or 'none'}; a process started so sees {probe}",
+            f"{total} runs, {at_once} started at once, {wall:.0f} s (load average "
+            f"{os.getloadavg()[0]:.1f}): runs {json.dumps(by_status)}; process failures "
+            f"{len(failures)}; KeyError '_MLFLOW_TELEMETRY_SESSION_ID' {key_errors}",
             *failures[:5]]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--server-runs", type=int, default=72)
-    parser.add_argument("--at-once", type=int, default=24)
+    parser.add_argument("--at-once", type=int, default=72)
+    parser.add_argument("--telemetry", choices=["default", "on"], action="append",
+                        help="server runs with telemetry at the tool's default (unset) and/or "
+                             "explicitly on (MLFLOW_DISABLE_TELEMETRY=false); default: both")
     parser.add_argument("--only", choices=["signals", "creation", "server"])
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="kebab-bench-faults-"))
+    try:
+        sections = measure(args, work)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    text = "\n".join(f"## {title}\n" + "\n".join(lines) for title, lines in sections)
+    emit("faults" if args.only is None else f"faults-{args.only}", text)
+
+
+def measure(args: argparse.Namespace, work: Path) -> list[tuple[str, list[str]]]:
     sections = []
     if args.only in (None, "signals"):
         sections.append(("SIGINT/SIGTERM at each checkpoint of a run", signal_matrix(work)))
+        sections.append(("SIGINT/SIGTERM at each moment of a sweep (3 rows; /j2: --jobs 2)",
+                         sweep_matrix(work)))
     if args.only in (None, "creation"):
         sections.append(("SIGKILL while a brand-new SQLite store is created",
                          creation_kills(work)))
     if args.only in (None, "server"):
-        sections.append(("concurrent runs, mlflow server on PostgreSQL, telemetry at default",
-                         server_runs(work, args.server_runs, args.at_once)))
-    text = "\n".join(f"## {title}\n" + "\n".join(lines) for title, lines in sections)
-    emit("faults" if args.only is None else f"faults-{args.only}", text)
+        for telemetry in args.telemetry or ["default", "on"]:
+            sections.append((f"concurrent runs, mlflow server on PostgreSQL, telemetry "
+                             f"{telemetry}", server_runs(work, args.server_runs, args.at_once,
+                                                         telemetry)))
+    return sections
 
 
 if __name__ == "__main__":

@@ -9,10 +9,14 @@ import signal
 import time
 from pathlib import Path
 
-#: ``NAME=MARKER``: at checkpoint NAME, touch MARKER and wait (up to a minute) for a signal.
-#: A test hook (tests/test_signals.py, bench/bench_faults.py): the test waits for the marker,
-#: never for a guessed number of seconds. Unset, a checkpoint costs one dict lookup.
+#: ``NAME=MARKER``: at checkpoint NAME, append this process's pid to MARKER and wait (up to a
+#: minute) for a signal. A test hook (tests/test_signals.py, bench/bench_faults.py): the test
+#: waits for the marker (one line per process that reached the point: two rows of
+#: ``sweep --jobs 2``), never for a guessed number of seconds. Unset, a checkpoint costs one
+#: dict lookup.
 FAULT_POINT_ENV = "KEBAB_FAULT_POINT"
+
+_deferring: list[signals_deferred] = []  # the blocks holding signals now (innermost last)
 
 
 class sigterm_as_interrupt:  # noqa: N801 - used as a context manager
@@ -47,12 +51,14 @@ class signals_deferred:  # noqa: N801 - used as a context manager
                 self.previous[signum] = signal.signal(signum, self._note)
             except ValueError:  # not the main thread
                 break
+        _deferring.append(self)
         return self
 
     def _note(self, signum, frame):
         self.caught.append(signum)
 
     def __exit__(self, *exc):
+        _deferring.remove(self)
         for signum, handler in self.previous.items():
             signal.signal(signum, handler)
 
@@ -62,7 +68,9 @@ def checkpoint(name: str) -> None:
     point, _, marker = os.environ.get(FAULT_POINT_ENV, "").partition("=")
     if point != name:
         return
-    Path(marker).touch()
+    with Path(marker).open("a") as f:
+        f.write(f"{os.getpid()}\n")
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+    # a signal held by signals_deferred is the one awaited: stop waiting, let the block end
+    while time.monotonic() < deadline and not any(d.caught for d in _deferring):
         time.sleep(0.01)

@@ -51,7 +51,7 @@ import numpy as np
 from kebab_mlflow import progress
 from kebab_mlflow.errors import InputError, RunInterrupted
 from kebab_mlflow.formatting import number
-from kebab_mlflow.interrupts import sigterm_as_interrupt
+from kebab_mlflow.interrupts import checkpoint, signals_deferred, sigterm_as_interrupt
 from kebab_mlflow.sweep.executors import check_executor, make_executor
 from kebab_mlflow.sweep.outputs import compute_gauge, overall_state, publish_sweep
 from kebab_mlflow.sweep.spec import (
@@ -198,9 +198,12 @@ def run_sweep(spec: SweepSpec, *, experiment: str | None = None,
             return _finish(spec, live, {**done, **outcomes}, time.perf_counter() - t0)
         except (KeyboardInterrupt, RunInterrupted):
             with _signals_held():
-                _end_interrupted(live, runner)
+                killed = _end_interrupted(live, runner)
             if live.parent_id is None:
                 raise RunInterrupted("interrupted before the sweep started") from None
+            if not killed:  # a signal just after the parent ended: it stays as it is
+                raise RunInterrupted(f"interrupted after sweep {live.parent_id} had "
+                                     "FINISHED") from None
             raise RunInterrupted(f"interrupted: sweep {live.parent_id} ended as KILLED; finish "
                                  f"it with `kebab-mlflow sweep {spec.path} --resume "
                                  f"{live.parent_id}`") from None
@@ -226,8 +229,16 @@ def _open_parent(live: _Live, spec: SweepSpec, experiment: str | None,
         live.parent_id, done = _resume_state(live.tracker, spec, experiment, resume)
         on_event(f"resuming sweep {live.parent_id}: {len(done)} finished row(s) reused")
         return done
-    live.parent_id = live.tracker.start_run(live.experiment_id, spec.name, _parent_tags(spec))
+    checkpoint("sweep-store-opened")
+    # a signal while the parent is created is held until its id is known (else it stays
+    # RUNNING, unknown to the clean-up), then raised
+    with signals_deferred() as held:
+        live.parent_id = live.tracker.start_run(live.experiment_id, spec.name,
+                                                _parent_tags(spec))
+    if held.caught:
+        raise KeyboardInterrupt
     live.tracker.log_batch(live.parent_id, params=_parent_params(spec))
+    checkpoint("sweep-parent-logged")
     on_event(f"sweep {spec.name}: parent run {live.parent_id}")
     return {}
 
@@ -237,6 +248,7 @@ def _run_pending(spec: SweepSpec, pending: Sequence[SweepRow], live: _Live, runn
     if not pending:
         return {}
     runner.start(f"kebab-sweep-cancel-{live.parent_id}")
+    checkpoint("sweep-workers-started")
     on_event(f"running {len(pending)} row(s) in {runner.name}")
     outcomes = _run_rows(spec, pending, runner, on_event,
                          lambda row: row_options(spec, row, live.experiment,
@@ -269,6 +281,7 @@ def _run_rows(spec: SweepSpec, pending: Sequence[SweepRow], runner: Any,
                 outcomes[row.name] = _outcome(spec, row, _reply(future))
                 on_event(row_line(spec, outcomes[row.name]))
                 bar.advance()
+                checkpoint("sweep-row-done")
     return outcomes
 
 
@@ -284,19 +297,26 @@ def _reply(future: Any) -> dict[str, Any]:
 def _finish(spec: SweepSpec, live: _Live, rows_done: Mapping[str, RowOutcome],
             wall_s: float) -> SweepResult:
     rows = {r.name: rows_done[r.name] for r in spec.rows}
+    checkpoint("sweep-rows-done")
     gauge = compute_gauge(spec, rows)
+    checkpoint("sweep-gauged")
     status = "FINISHED" if all(r.status == "FINISHED" for r in rows.values()) else "FAILED"
     result = SweepResult(live.parent_id, live.experiment_id, status, rows, gauge,
                          overall_state(gauge), live.tracker.ui_command(live.experiment_id), wall_s)
     publish_sweep(live.tracker, spec, result)
+    checkpoint("sweep-published")
     return result
 
 
-def _end_interrupted(live: _Live, runner: Any) -> None:
+def _end_interrupted(live: _Live, runner: Any) -> bool:
+    """Stop the rows, end the parent and its running children KILLED; False when the parent
+    had FINISHED already (it stays FINISHED)."""
     runner.cancel()
-    if live.parent_id is not None:
-        live.tracker.end_run_quietly(live.parent_id, "KILLED")
-        _end_running_children(live.tracker, live.parent_id, "KILLED")
+    if live.parent_id is None:
+        return True
+    killed = live.tracker.end_run_quietly(live.parent_id, "KILLED")
+    _end_running_children(live.tracker, live.parent_id, "KILLED")
+    return killed
 
 
 @contextlib.contextmanager

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kebab_mlflow.formatting import number
+from kebab_mlflow.interrupts import checkpoint
 from kebab_mlflow.stats.gauge import FloorGap, GaugeMetric, RowStat, combine_states, gauge_metric
 from kebab_mlflow.sweep.spec import (
     FLOOR_KEYS,
@@ -201,6 +202,7 @@ def publish_sweep(tracker: Any, spec: SweepSpec, result: SweepResult) -> None:
             bars = [(n, s.mean, s.ci_low, s.ci_high) for n, s in block.rows.items()]
             plots.bar_with_ci(bars, workdir / f"gauge_{metric}.png",
                               f"{metric} per row ({block.signal_state})", f"{metric} (mean)")
+        checkpoint("sweep-outputs-written")
         tags = {"kebab.signal_state": result.signal_state,
                 "kebab.failed_rows": ",".join(result.failed_rows),
                 "mlflow.note.content": report,
@@ -214,6 +216,7 @@ def publish_sweep(tracker: Any, spec: SweepSpec, result: SweepResult) -> None:
         tracker.log_batch(parent, metrics=metrics, tags=tags)
         for f in sorted(workdir.iterdir()):
             tracker.log_artifact(parent, f)
+        checkpoint("sweep-artifacts-logged")
         tracker.end_run(parent, result.status)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

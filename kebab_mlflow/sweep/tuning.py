@@ -32,7 +32,7 @@ from typing import Any
 
 from kebab_mlflow import progress
 from kebab_mlflow.errors import RunInterrupted, TuneUnavailableError
-from kebab_mlflow.interrupts import sigterm_as_interrupt
+from kebab_mlflow.interrupts import signals_deferred, sigterm_as_interrupt
 from kebab_mlflow.sweep.tune_spec import SpaceParam, TuneSpec
 
 TUNE_KIND = "tune"
@@ -112,10 +112,15 @@ def run_tune(spec: TuneSpec, *, experiment: str | None = None,
     experiment = experiment or spec.experiment or DEFAULT_EXPERIMENT
     tracker = Tracker(tracking_uri)
     experiment_id = tracker.experiment_id(experiment)
-    parent_id = tracker.start_run(experiment_id, spec.name, _parent_tags(spec))
-    evaluate = _evaluator(spec, experiment, tracker.uri, parent_id)
+    # a signal while the parent is created is held until its id is known (else it stays
+    # RUNNING, unknown to the clean-up below), then raised
+    with signals_deferred() as held:
+        parent_id = tracker.start_run(experiment_id, spec.name, _parent_tags(spec))
     try:
         with sigterm_as_interrupt():
+            if held.caught:
+                raise KeyboardInterrupt
+            evaluate = _evaluator(spec, experiment, tracker.uri, parent_id)
             tracker.log_batch(parent_id, params=_parent_params(spec))
             on_event(f"tune {spec.name}: parent run {parent_id}; {spec.trials} trial(s) on "
                      f"{spec.n_train} train queries")
@@ -129,8 +134,9 @@ def run_tune(spec: TuneSpec, *, experiment: str | None = None,
                                 *judged, hint, time.perf_counter() - t0)
             _publish(tracker, spec, result)
     except (KeyboardInterrupt, RunInterrupted):
-        tracker.end_run_quietly(parent_id, "KILLED")
-        _kill_running_children(tracker, experiment_id, parent_id)
+        with signals_deferred():  # a second Ctrl-C must not cut the clean-up short
+            tracker.end_run_quietly(parent_id, "KILLED")
+            _kill_running_children(tracker, experiment_id, parent_id)
         raise RunInterrupted(f"interrupted: tune {parent_id} ended as KILLED") from None
     except BaseException:
         tracker.end_run_quietly(parent_id, "FAILED")

@@ -25,6 +25,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from kebab_mlflow.errors import RunNotFoundError, TrackingError
+from kebab_mlflow.interrupts import checkpoint
 from kebab_mlflow.progress import warn
 from kebab_mlflow.records import RunRecord
 from kebab_mlflow.tracking import ui_view
@@ -225,6 +226,9 @@ class Tracker:
             run = self.client.create_run(experiment_id, tags=all_tags, run_name=run_name)
         except MlflowException as exc:  # e.g. 403: the user may read but not write
             raise _tracking_error(self.uri, exc) from None
+        # the run exists but its caller does not know its id yet: a signal here must be held
+        # (interrupts.signals_deferred) or the run stays RUNNING for good
+        checkpoint("run-created")
         return run.info.run_id
 
     def enclosing_run(self, experiment_id: str) -> str | None:
