@@ -48,6 +48,15 @@ class RelevanceTable:
         return self.n_relevant > 0
 
     @cached_property
+    def not_applicable(self) -> np.ndarray:
+        return np.flatnonzero(self.n_relevant <= 0)
+
+    @cached_property
+    def relevant_or_one(self) -> np.ndarray:
+        """The recall denominator: the query's relevant items, 1 where it has none."""
+        return np.maximum(self.n_relevant, 1).astype(np.float64)
+
+    @cached_property
     def relevant_hits(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Every relevant retrieved item as (query row, 0-based rank, grade, its count among
         its query's relevant items so far), in row-major order.
@@ -85,7 +94,7 @@ class RelevanceTable:
         segment = np.searchsorted(ks, rank, side="right")  # rank < ks[segment]
         inside = segment < width
         cell = segment[inside] * n + row[inside]  # (cut-off, query): each cut-off contiguous
-        found = np.bincount(cell, minlength=width * n).reshape(width, n).astype(np.float64)
+        found = np.bincount(cell, minlength=width * n).reshape(width, n)
         dcg = np.bincount(cell, weights=grade[inside] * _discount(self.depth)[rank[inside]],
                           minlength=width * n).reshape(width, n)
         np.cumsum(found, axis=0, out=found)
@@ -306,7 +315,10 @@ def first_appearance(ids: Sequence[str]) -> list[str]:
 
 
 def _masked(values: np.ndarray, table: RelevanceTable) -> np.ndarray:
-    return np.where(table.applicable, values, np.nan)
+    """``values`` (a fresh float array) with NaN where the query has no ground truth, in place:
+    at a million queries every avoided temporary is 8 MB of page faults."""
+    values[table.not_applicable] = np.nan
+    return values
 
 
 def _check_depth(table: RelevanceTable, k: int) -> None:
@@ -336,7 +348,7 @@ def mrr(table: RelevanceTable, cutoff: int = MRR_CUTOFF) -> np.ndarray:
     _check_depth(table, cutoff)
     first = table.first_rank
     within = (first > 0) & (first <= cutoff)
-    return _masked(np.where(within, 1.0 / np.where(within, first, 1), 0.0), table)
+    return _masked(np.divide(1.0, first, out=np.zeros(first.size), where=within), table)
 
 
 def first_relevant_rank(table: RelevanceTable) -> np.ndarray:
@@ -351,7 +363,7 @@ def precision_at_k(table: RelevanceTable, k: int) -> np.ndarray:
 
 
 def recall_at_k(table: RelevanceTable, k: int) -> np.ndarray:
-    return _masked(_found(table, k) / np.maximum(table.n_relevant, 1), table)
+    return _masked(_found(table, k) / table.relevant_or_one, table)
 
 
 def ndcg_at_k(table: RelevanceTable, k: int) -> np.ndarray:
@@ -359,8 +371,7 @@ def ndcg_at_k(table: RelevanceTable, k: int) -> np.ndarray:
     (linear gain = the grade, as trec_eval's ndcg_cut)."""
     _check_depth(table, k)
     _, dcg, idcg = table.prepare([k]).at_cutoff[k]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return _masked(np.where(idcg > 0, dcg / np.where(idcg > 0, idcg, 1), 0.0), table)
+    return _masked(np.divide(dcg, idcg, out=np.zeros(dcg.size), where=idcg > 0), table)
 
 
 FAMILY_FUNCTIONS = {
@@ -380,7 +391,7 @@ def average_precision(table: RelevanceTable) -> np.ndarray:
     ``map``): a relevant item never retrieved within the depth adds 0."""
     row, rank, _, found_so_far = table.relevant_hits
     summed = np.bincount(row, weights=found_so_far / (rank + 1), minlength=table.gains.shape[0])
-    return _masked(summed / np.maximum(table.n_relevant, 1), table)
+    return _masked(summed / table.relevant_or_one, table)
 
 
 def r_precision(table: RelevanceTable) -> np.ndarray:
@@ -389,7 +400,7 @@ def r_precision(table: RelevanceTable) -> np.ndarray:
     row, rank, _, _ = table.relevant_hits
     found = np.bincount(row, weights=rank < table.n_relevant[row],
                         minlength=table.gains.shape[0])
-    return _masked(found / np.maximum(table.n_relevant, 1), table)
+    return _masked(found / table.relevant_or_one, table)
 
 
 def judged_at_k(judged: RelevanceTable, k: int) -> np.ndarray:
