@@ -30,6 +30,7 @@ import gzip
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +83,33 @@ class RankedRun:
     def __len__(self) -> int:
         return len(self.query_ids)
 
+    @cached_property
+    def doc_code(self) -> dict[str, int]:
+        """Doc id → its code (what the golden set's ids are looked up in)."""
+        return {doc: code for code, doc in enumerate(self.docs)}
+
+    @cached_property
+    def doc_json(self) -> list[str]:
+        """Each doc id as ``per_query.jsonl`` writes it (a JSON string), by code."""
+        return [json.dumps(doc, ensure_ascii=False) for doc in self.docs]
+
+    def coded(self, query_ids: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(codes, scores), b × k each: the first k hits of each query in trec_eval order as
+        doc codes (-1 past its last hit; a query not in the file has none) and scores — the
+        hits of :meth:`hits` without a Python object per hit."""
+        rows = np.fromiter((self.row_of.get(q, -1) for q in query_ids), dtype=np.int64,
+                           count=len(query_ids))
+        known = rows >= 0
+        safe = np.where(known, rows, 0)
+        starts = self.bounds[safe]
+        lengths = np.where(known, np.minimum(self.bounds[safe + 1] - starts, k), 0)
+        valid = np.arange(k) < lengths[:, None]
+        if not self.doc_codes.size:
+            return np.full(valid.shape, -1, dtype=np.int32), np.zeros(valid.shape)
+        index = np.where(valid, starts[:, None] + np.arange(k), 0)
+        return (np.where(valid, self.doc_codes[index], -1).astype(np.int32),
+                np.where(valid, self.scores[index], 0.0))
+
     def hits(self, query_id: str, k: int) -> tuple[Hit, ...]:
         row = self.row_of.get(query_id)
         if row is None:
@@ -111,6 +139,18 @@ class RunFileTarget(Target):
 
     def query(self, text: str, k: int, ask: bool) -> tuple[tuple[Hit, ...], Answer | None]:
         return self.run.hits(text, k), None
+
+    def coded(self, query_ids: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The runner's path without Hit objects (evaluation/coded.py): RankedRun.coded."""
+        return self.run.coded(query_ids, k)
+
+    @property
+    def doc_code(self) -> dict[str, int]:
+        return self.run.doc_code
+
+    @property
+    def doc_json(self) -> list[str]:
+        return self.run.doc_json
 
     def match_golden(self, query_ids: Iterable[str]) -> None:
         """Count (and warn about) file queries not in the golden set and golden queries not
