@@ -299,3 +299,29 @@ def _latency_zeroed(path) -> bytes:
     import re
 
     return re.sub(rb'"latency_ms": [-0-9.e+]+', b'"latency_ms": 0', path.read_bytes())
+
+
+def test_a_file_already_in_trec_order_is_not_sorted_again_and_reads_the_same(tmp_path,
+                                                                             monkeypatch):
+    from kebab_mlflow.targets import run as run_module
+
+    qrels, lines = _synthetic(seed=8, n_queries=30)
+    shuffled = tmp_path / "shuffled.trec"
+    shuffled.write_text("\n".join(lines) + "\n")
+    loaded = load_target(f"run:{shuffled}").run
+    ordered = tmp_path / "ordered.trec"
+    ordered.write_text("".join(f"{q} Q0 {h.doc_id} {h.rank} {h.score} t\n"
+                               for q in loaded.query_ids for h in loaded.hits(q, 1000)))
+    sorts = []
+    real = run_module._trec_order
+
+    def spy(*args):
+        sorts.append(real(*args))
+        return sorts[-1]
+
+    monkeypatch.setattr(run_module, "_trec_order", spy)
+    again = load_target(f"run:{ordered}").run
+    load_target(f"run:{shuffled}")
+    assert sorts[0] is None and sorts[1] is not None  # ordered: no sort; shuffled: sorted
+    for q in loaded.query_ids:
+        assert again.hits(q, 1000) == loaded.hits(q, 1000)

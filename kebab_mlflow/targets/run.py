@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -49,6 +50,7 @@ from kebab_mlflow.records import VERSION_KEYS, Answer, Hit, VersionSnapshot
 from kebab_mlflow.targets.base import Target
 from kebab_mlflow.targets.spec import split_options
 
+_JSON_ESCAPED = re.compile(r'[\x00-\x1f"\\]')  # what json.dumps(ensure_ascii=False) escapes
 MAX_LISTED = 5  # ids shown when some do not match
 GZIP_MAGIC = b"\x1f\x8b"
 
@@ -74,10 +76,13 @@ class RankedRun:
         doc_order = np.empty(len(docs), dtype=np.int32)
         doc_order[np.argsort(np.array(docs, dtype=object), kind="stable")] = -np.arange(
             len(docs), dtype=np.int32)
-        order = np.lexsort((doc_order[d_codes], -columns.scores, q_codes))
-        self.doc_codes = d_codes[order]
-        self.scores = np.ascontiguousarray(columns.scores[order], dtype=np.float64)
-        self.bounds = np.searchsorted(q_codes[order], np.arange(len(self.query_ids) + 1))
+        scores = np.ascontiguousarray(columns.scores, dtype=np.float64)
+        order = _trec_order(q_codes, scores, doc_order[d_codes])
+        if order is None:  # already in trec_eval order (the usual file): no copies
+            self.doc_codes, self.scores, q_sorted = d_codes, scores, q_codes
+        else:
+            self.doc_codes, self.scores, q_sorted = d_codes[order], scores[order], q_codes[order]
+        self.bounds = np.searchsorted(q_sorted, np.arange(len(self.query_ids) + 1))
         self.row_of = {qid: i for i, qid in enumerate(self.query_ids)}
 
     def __len__(self) -> int:
@@ -90,8 +95,10 @@ class RankedRun:
 
     @cached_property
     def doc_json(self) -> list[str]:
-        """Each doc id as ``per_query.jsonl`` writes it (a JSON string), by code."""
-        return [json.dumps(doc, ensure_ascii=False) for doc in self.docs]
+        """Each doc id as ``per_query.jsonl`` writes it (``json.dumps``, ensure_ascii off), by
+        code; an id with nothing to escape is just quoted (a million ids: 0.3 s, not 3 s)."""
+        return [json.dumps(doc, ensure_ascii=False) if _JSON_ESCAPED.search(doc) else f'"{doc}"'
+                for doc in self.docs]
 
     def coded(self, query_ids: Sequence[str], k: int) -> tuple[np.ndarray, np.ndarray]:
         """(codes, scores), b × k each: the first k hits of each query in trec_eval order as
@@ -121,6 +128,18 @@ class RankedRun:
                      for rank, (code, score) in enumerate(
                          zip(self.doc_codes[start:end].tolist(),
                              self.scores[start:end].tolist(), strict=True), 1))
+
+
+def _trec_order(queries: np.ndarray, scores: np.ndarray, tie_keys: np.ndarray) -> np.ndarray | None:
+    """The permutation that sorts hits by (query code, score descending, tie key), or None
+    when they are sorted already — a run file written query by query, best hit first, as
+    most are: one linear check instead of a sort (and its copies) of 100 million hits."""
+    same = queries[1:] == queries[:-1]
+    tied = same & (scores[1:] == scores[:-1])
+    if (np.all(queries[1:] >= queries[:-1]) and not np.any(same & (scores[1:] > scores[:-1]))
+            and not np.any(tied & (tie_keys[1:] < tie_keys[:-1]))):
+        return None
+    return np.lexsort((tie_keys, -scores, queries))
 
 
 class RunFileTarget(Target):
@@ -230,7 +249,11 @@ def _read_trec_arrow(path: Path, gzipped: bool, first: bytes) -> RunColumns:
             read_options=pa_csv.ReadOptions(column_names=names, block_size=1 << 24),
             parse_options=pa_csv.ParseOptions(delimiter=delimiter, quote_char=False),
             convert_options=pa_csv.ConvertOptions(
-                column_types={"qid": pa.string(), "docid": pa.string(), "score": pa.float64()},
+                # ids as dictionaries (int32 codes): 100 million hits never become 200 million
+                # strings; each block's dictionary is unified in _factorize
+                column_types={"qid": pa.dictionary(pa.int32(), pa.string()),
+                              "docid": pa.dictionary(pa.int32(), pa.string()),
+                              "score": pa.float64()},
                 include_columns=["qid", "docid", "score"]))
     except (pa.ArrowInvalid, pa.ArrowTypeError):
         raise ArrowUnusable from None
@@ -315,8 +338,10 @@ def _factorize(values: Any) -> tuple[np.ndarray, list[str]]:
         array = values if isinstance(values, (pa.Array, pa.ChunkedArray)) else pa.array(
             values, type=pa.string())
         if isinstance(array, pa.ChunkedArray):
+            if pa.types.is_dictionary(array.type):
+                array = array.unify_dictionaries()
             array = array.combine_chunks()
-        encoded = array.dictionary_encode()  # int32 codes: 4 bytes a hit
+        encoded = array if pa.types.is_dictionary(array.type) else array.dictionary_encode()
         return (encoded.indices.to_numpy(zero_copy_only=False), encoded.dictionary.to_pylist())
     index: dict[str, int] = {}
     codes = np.fromiter((index.setdefault(v, len(index)) for v in values), dtype=np.int32)
