@@ -238,3 +238,90 @@ def test_scifact_bm25s_run_file_equals_trec_eval(tmp_path):
         ref = np.array([reference[q]["map_cut_100"] for q in ids])
         assert np.abs(result.scores["map_doc"] - ref).max() < 1e-9
     assert 0.6 < result.overall["ndcg_at_10_doc"] < 0.75  # bm25s on SciFact: about 0.66
+
+
+def _without_latency(path):
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    for row in rows:
+        assert row.pop("latency_ms") >= 0
+    return rows
+
+
+@pytest.mark.parametrize("private", [False, True])
+def test_the_code_path_writes_what_the_hit_path_writes(tmp_path, monkeypatch, private):
+    """A run file is scored from integer codes (evaluation/coded.py); the Hit path (any other
+    target's) must give the same per_query.jsonl lines, scores and aggregate. Grades, chunk
+    ids, doc ids not in the run, a query absent from the run, non-ASCII ids, ask queries."""
+    from kebab_mlflow.targets.run import RunFileTarget
+
+    qrels, lines = _synthetic(seed=5, n_queries=40)
+    lines += ["q1 Q0 dé\"x 1 0.125 t", "q2 Q0 d7 1 -3.5e-07 t"]
+    queries = [{"id": q, "query": f"text é of {q}", "expected_doc_ids": rel,
+                **({"expected_chunk_ids": list(rel)[:2]} if i % 3 else {}),
+                **({"ask": True} if i % 5 == 0 else {})}
+               for i, (q, rel) in enumerate(qrels.items())]
+    golden = tmp_path / "g.yaml"
+    golden.write_text(yaml.safe_dump({"name": "s", "private": private, "queries": queries},
+                                     allow_unicode=True), encoding="utf-8")
+    run = tmp_path / "r.trec"
+    run.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    from kebab_mlflow.evaluation import runner as runner_module
+
+    used = []
+    real = runner_module.timed_coded_hits
+
+    def spy(pipeline, batch, depth):
+        coded, seconds = real(pipeline, batch, depth)
+        used.append(int(((coded[0] >= 0).sum(axis=1) == 0).sum()))
+        return coded, seconds
+
+    monkeypatch.setattr(runner_module, "timed_coded_hits", spy)
+    kinds = {}
+    for kind in ("codes", "hits"):
+        if kind == "hits":
+            monkeypatch.delattr(RunFileTarget, "coded")
+        out = tmp_path / f"{kind}.jsonl"
+        kinds[kind] = (evaluate(f"run:{run}", golden, k=10, per_query_path=out), out)
+    (by_codes, codes_path), (by_hits, hits_path) = kinds["codes"], kinds["hits"]
+    assert _without_latency(codes_path) == _without_latency(hits_path)
+    assert len(_without_latency(codes_path)) == len(qrels)
+    assert list(by_codes.scores) == list(by_hits.scores)  # same keys, same order
+    for name, values in by_hits.scores.items():
+        assert np.array_equal(by_codes.scores[name], values, equal_nan=True), name
+    assert {k: v for k, v in by_codes.metrics.items() if not k.startswith("latency")} == \
+        {k: v for k, v in by_hits.metrics.items() if not k.startswith("latency")}
+    # and byte for byte, once the latencies are the same
+    assert _latency_zeroed(codes_path) == _latency_zeroed(hits_path)
+    assert used == [1]  # the code path scored the codes run (one batch; q_absent has no hits)
+
+
+def _latency_zeroed(path) -> bytes:
+    import re
+
+    return re.sub(rb'"latency_ms": [-0-9.e+]+', b'"latency_ms": 0', path.read_bytes())
+
+
+def test_a_file_already_in_trec_order_is_not_sorted_again_and_reads_the_same(tmp_path,
+                                                                             monkeypatch):
+    from kebab_mlflow.targets import run as run_module
+
+    qrels, lines = _synthetic(seed=8, n_queries=30)
+    shuffled = tmp_path / "shuffled.trec"
+    shuffled.write_text("\n".join(lines) + "\n")
+    loaded = load_target(f"run:{shuffled}").run
+    ordered = tmp_path / "ordered.trec"
+    ordered.write_text("".join(f"{q} Q0 {h.doc_id} {h.rank} {h.score} t\n"
+                               for q in loaded.query_ids for h in loaded.hits(q, 1000)))
+    sorts = []
+    real = run_module._trec_order
+
+    def spy(*args):
+        sorts.append(real(*args))
+        return sorts[-1]
+
+    monkeypatch.setattr(run_module, "_trec_order", spy)
+    again = load_target(f"run:{ordered}").run
+    load_target(f"run:{shuffled}")
+    assert sorts[0] is None and sorts[1] is not None  # ordered: no sort; shuffled: sorted
+    for q in loaded.query_ids:
+        assert again.hits(q, 1000) == loaded.hits(q, 1000)

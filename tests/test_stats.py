@@ -148,3 +148,18 @@ def test_holm_hand_computed():
     adjusted = stats.holm(np.array([0.01, 0.04, 0.03, 0.005]))
     assert adjusted == pytest.approx([0.03, 0.06, 0.06, 0.02])
     assert stats.holm(np.array([0.5, 0.9])) == pytest.approx([1.0, 1.0])
+
+
+def test_blocking_does_not_change_the_numbers(monkeypatch):
+    """The wide paths split the resamples into blocks of ~BLOCK_CELLS cells (so memory stays
+    flat in n); any split draws the same stream, so the same seed gives the same numbers."""
+    rng = np.random.default_rng(11)
+    rows = [rng.normal(0, 0.2, 2985), rng.normal(0.02, 0.2, 2985)]  # 374 sign bytes a row
+    results = []
+    for cells in (1 << 19, 2985 * 5, 1):  # 175 rows a block, 5 (4 for signs), 1 (4 for signs)
+        monkeypatch.setattr(stats, "BLOCK_CELLS", cells)
+        results.append((np.stack(stats.bootstrap_mean_samples(rows, 2000, seed=4)),
+                        stats.randomization_p(rows, 2000, seed=4)))
+    for boot, p in results[1:]:
+        assert np.array_equal(boot, results[0][0])
+        assert np.array_equal(p, results[0][1])

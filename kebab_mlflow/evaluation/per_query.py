@@ -70,9 +70,13 @@ class PerQueryWriter:
         self.count = 0
 
     def write(self, rec: Mapping[str, Any]) -> None:
-        line = (json.dumps(rec, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
-        self._fh.write(line)
-        self._sha.update(line)
+        self.write_line(json.dumps(rec, ensure_ascii=False, allow_nan=False) + "\n")
+
+    def write_line(self, line: str) -> None:
+        """One line already serialised (ending in a newline)."""
+        data = line.encode("utf-8")
+        self._fh.write(data)
+        self._sha.update(data)
         self.count += 1
 
     def close(self) -> str:

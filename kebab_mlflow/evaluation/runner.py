@@ -20,6 +20,7 @@ import numpy as np
 
 from kebab_mlflow import progress
 from kebab_mlflow.errors import CorpusError, Problem, QueryFailed
+from kebab_mlflow.evaluation.coded import CODED_BATCH, score_coded_batch, timed_coded_hits
 from kebab_mlflow.evaluation.per_query import PerQueryWriter, record
 from kebab_mlflow.golden import GoldenQuery, GoldenSet
 from kebab_mlflow.interrupts import checkpoint
@@ -116,36 +117,26 @@ def run_queries(pipeline: Any, golden: GoldenSet, depth: int, cutoffs: Sequence[
     latencies: list[float] = []
     t_pipeline = t_metrics = 0.0
     with_answers = getattr(pipeline, "answers", True) and any(q.ask for q in golden.queries)
+    # a run file hands its hits over as codes (evaluation/coded.py): bigger batches, no Hits
+    by_codes = hasattr(pipeline, "coded") and not with_answers
+    step = CODED_BATCH if by_codes else BATCH_SIZE
     with progress.task("queries", len(golden.queries), "q") as task:
         try:
-            for start in range(0, len(golden.queries), BATCH_SIZE):
-                batch = golden.queries[start:start + BATCH_SIZE]
+            for start in range(0, len(golden.queries), step):
+                batch = golden.queries[start:start + step]
                 checkpoint("batch-start")
-                t0 = time.perf_counter()
-                if hasattr(pipeline, "run_many"):  # targets that search and answer in one call
-                    results = _run_many(pipeline, batch, depth)
-                else:
-                    results = [_answer(pipeline, q, *searched, depth)
-                               for q, searched in zip(batch, _search_batch(pipeline, batch, depth),
-                                                      strict=True)]
-                t1 = time.perf_counter()
-                t_pipeline += t1 - t0
-                failed = next((r for r in results if r.error), None)
-                if fail_fast and failed:
-                    raise QueryFailed(f"query {failed.query_id} raised: "
-                                      f"{shown_error(failed.error, golden.private)}")
-                tables = retrieval_tables(batch, results, depth)
-                scores = score_results(batch, results, depth, cutoffs, with_answers=with_answers,
-                                       tables=tables)
-                ranks = first_relevant_ranks(tables)
-                for i, (q, r) in enumerate(zip(batch, results, strict=True)):
-                    writer.write(record(q, r, {k: v[i] for k, v in scores.items()}, golden.private,
-                                        {level: v[i] for level, v in ranks.items()}))
+                scored = _batch_by_codes(pipeline, golden, batch, depth, cutoffs, writer) \
+                    if by_codes else None
+                if scored is None:
+                    scored = _batch_by_hits(pipeline, golden, batch, depth, cutoffs, writer,
+                                            with_answers, fail_fast)
+                scores, batch_answers, batch_latencies, spent_pipeline, spent_metrics = scored
                 for name, values in scores.items():
                     chunks.setdefault(name, []).append(values)
-                answers += [r.answer for r in results]
-                latencies += [r.latency_ms for r in results]
-                t_metrics += time.perf_counter() - t1
+                answers += batch_answers
+                latencies += batch_latencies
+                t_pipeline += spent_pipeline
+                t_metrics += spent_metrics
                 task.advance(len(batch))
         finally:
             digest = writer.close()
@@ -155,6 +146,49 @@ def run_queries(pipeline: Any, golden: GoldenSet, depth: int, cutoffs: Sequence[
     t_metrics += time.perf_counter() - t2
     return EvalOutcome(aggregate, per_query_path, digest, all_scores,
                        {"pipeline_s": t_pipeline, "metrics_s": t_metrics})
+
+
+def _batch_by_hits(pipeline: Any, golden: GoldenSet, batch: Sequence[GoldenQuery], depth: int,
+                   cutoffs: Sequence[int], writer: PerQueryWriter, with_answers: bool,
+                   fail_fast: bool):
+    """Search (and answer) one batch, score it and write its lines: (scores, answers,
+    latencies, pipeline seconds, metrics seconds)."""
+    t0 = time.perf_counter()
+    if hasattr(pipeline, "run_many"):  # targets that search and answer in one call
+        results = _run_many(pipeline, batch, depth)
+    else:
+        results = [_answer(pipeline, q, *searched, depth)
+                   for q, searched in zip(batch, _search_batch(pipeline, batch, depth),
+                                          strict=True)]
+    t1 = time.perf_counter()
+    failed = next((r for r in results if r.error), None)
+    if fail_fast and failed:
+        raise QueryFailed(f"query {failed.query_id} raised: "
+                          f"{shown_error(failed.error, golden.private)}")
+    tables = retrieval_tables(batch, results, depth)
+    scores = score_results(batch, results, depth, cutoffs, with_answers=with_answers,
+                           tables=tables)
+    ranks = first_relevant_ranks(tables)
+    for i, (q, r) in enumerate(zip(batch, results, strict=True)):
+        writer.write(record(q, r, {k: v[i] for k, v in scores.items()}, golden.private,
+                            {level: v[i] for level, v in ranks.items()}))
+    return (scores, [r.answer for r in results], [r.latency_ms for r in results], t1 - t0,
+            time.perf_counter() - t1)
+
+
+def _batch_by_codes(pipeline: Any, golden: GoldenSet, batch: Sequence[GoldenQuery], depth: int,
+                    cutoffs: Sequence[int], writer: PerQueryWriter):
+    """:func:`_batch_by_hits` for a target with ``coded`` (evaluation/coded.py); None when
+    the batch must take the Hit path (a doc listed twice)."""
+    coded, seconds = timed_coded_hits(pipeline, batch, depth)
+    if coded is None:
+        return None
+    t1 = time.perf_counter()
+    scores, lines, latencies = score_coded_batch(pipeline, batch, coded, depth, cutoffs,
+                                                 golden.private, seconds)
+    for line in lines:
+        writer.write_line(line)
+    return scores, [None] * len(batch), latencies, seconds, time.perf_counter() - t1
 
 
 def _answer(pipeline: Any, query: GoldenQuery, hits, error, seconds,

@@ -88,6 +88,27 @@ def first_relevant_ranks(tables: dict[str, RelevanceTable]) -> dict[str, np.ndar
     return {level: first_relevant_rank(table) for level, table in tables.items()}
 
 
+def table_scores(tables: dict[str, RelevanceTable], judged: RelevanceTable | None, depth: int,
+                 cutoffs: Sequence[int]) -> dict[str, np.ndarray]:
+    """The retrieval scores of :func:`score_results` from its tables (``judged``: the
+    :func:`judged_table`, None when no level has judged_at_k), in the same key order."""
+    scores: dict[str, np.ndarray] = {}
+    for level, table in tables.items():
+        table.prepare(cutoffs)  # one pass for every cut-off's count and DCG
+        if depth >= MRR_CUTOFF:
+            scores[retrieval_name("mrr", level, None)] = mrr(table)
+        for family, fn in RANK_FUNCTIONS.items():
+            scores[retrieval_name(family, level, None)] = fn(table)
+        for k in cutoffs:
+            for family, fn in FAMILY_FUNCTIONS.items():
+                scores[retrieval_name(family, level, k)] = fn(table, k)
+    if judged is not None:
+        judged.prepare(cutoffs)
+        for k in cutoffs:
+            scores[retrieval_name("judged", "doc", k)] = judged_at_k(judged, k)
+    return scores
+
+
 def score_results(queries: Sequence[GoldenQuery], results: Sequence[QueryResult],
                   depth: int, cutoffs: Sequence[int], *, with_answers: bool | None = None,
                   tables: dict[str, RelevanceTable] | None = None) -> dict[str, np.ndarray]:
@@ -96,20 +117,9 @@ def score_results(queries: Sequence[GoldenQuery], results: Sequence[QueryResult]
     refusals); None: when any of ``queries`` asks. A run scoring in batches decides it once
     for the whole set, so every batch has the same keys (a query without ``ask`` scores NaN).
     ``tables``: the :func:`retrieval_tables` of these results, when the caller has them."""
-    scores: dict[str, np.ndarray] = {}
     tables = tables if tables is not None else retrieval_tables(queries, results, depth)
-    for level, table in tables.items():
-        if depth >= MRR_CUTOFF:
-            scores[retrieval_name("mrr", level, None)] = mrr(table)
-        for family, fn in RANK_FUNCTIONS.items():
-            scores[retrieval_name(family, level, None)] = fn(table)
-        for k in cutoffs:
-            for family, fn in FAMILY_FUNCTIONS.items():
-                scores[retrieval_name(family, level, k)] = fn(table, k)
-    if "doc" in JUDGED_LEVELS:
-        judged = judged_table(queries, results, depth)
-        for k in cutoffs:
-            scores[retrieval_name("judged", "doc", k)] = judged_at_k(judged, k)
+    judged = judged_table(queries, results, depth) if "doc" in JUDGED_LEVELS else None
+    scores = table_scores(tables, judged, depth, cutoffs)
     scores["no_hit_rate"] = np.array([float(not r.hits and r.error is None) for r in results])
     scores["error_rate"] = np.array([float(r.error is not None) for r in results])
     if with_answers if with_answers is not None else any(q.ask for q in queries):

@@ -47,7 +47,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-BLOCK = 256
+BLOCK = 256  # resamples per block at most (fewer for long rows: see _rows_per_block)
+# Cells (resamples × queries) per block: the index/sign matrices of a block stay a few MB at any
+# n, so the work grows linearly with the queries (a fixed BLOCK rows of 400,000 queries was
+# 800 MB of indices a block: page faults and cache misses made 4x the queries cost 7x the time).
+BLOCK_CELLS = 1 << 19
 CHUNKS = 4  # fixed slices of the resamples, each with its own stream (see _in_chunks)
 # Above this many distinct values per query the per-value shortcuts cost more than direct draws
 # (a binomial draw costs ~50-70 ns, an index draw + gather ~2 ns per query).
@@ -92,6 +96,14 @@ def _in_chunks(work, resamples: int) -> list:
         return list(pool.map(lambda job: work(*job), jobs))
 
 
+def _rows_per_block(n: int, most: int, multiple: int = 1) -> int:
+    """Resamples per block for rows of ``n`` queries: at most ``most``, about BLOCK_CELLS
+    cells, a multiple of ``multiple`` (at least one multiple). The draws are sequential in the
+    stream, so how they are split into blocks does not change the numbers."""
+    rows = max(1, min(most, BLOCK_CELLS // max(n, 1)))
+    return max(multiple, rows - rows % multiple)
+
+
 def _rows(values) -> list[np.ndarray]:
     if isinstance(values, np.ndarray):
         m = np.asarray(values, dtype=np.float64)
@@ -131,8 +143,9 @@ def bootstrap_mean_samples(values, resamples: int = 10_000, seed: int = 0) -> li
         def chunk(c: int, start: int, stop: int, n=n, data=data) -> np.ndarray:
             rng = _stream(seed, n, 0, c)
             means = np.empty((len(data), stop - start))
-            for lo in range(0, stop - start, BLOCK):
-                b = min(BLOCK, stop - start - lo)
+            step = _rows_per_block(n, BLOCK)
+            for lo in range(0, stop - start, step):
+                b = min(step, stop - start - lo)
                 idx = rng.integers(0, n, size=(b, n), dtype=np.intp)  # take() wants intp
                 for j, row in enumerate(data):
                     means[j, lo:lo + b] = row.take(idx).sum(axis=1) / n
@@ -234,8 +247,11 @@ def randomization_p(deltas, resamples: int = 10_000, seed: int = 0) -> np.ndarra
                   observed=observed, tol=tol) -> np.ndarray:
             rng = _stream(seed, n, 1, c)
             extreme = np.zeros(data32.shape[1], dtype=np.int64)
-            for lo in range(0, stop - start, 4 * BLOCK):
-                b = min(4 * BLOCK, stop - start - lo)
+            # a multiple of 4 rows: every block but the last takes whole 4-byte words of the
+            # stream (rng.bytes drops a word's unused bytes), so the signs match any blocking
+            step = _rows_per_block(n, 4 * BLOCK, 4)
+            for lo in range(0, stop - start, step):
+                b = min(step, stop - start - lo)
                 raw = np.frombuffer(rng.bytes(b * ((n + 7) // 8)), dtype=np.uint8)
                 bits = np.unpackbits(raw.reshape(b, -1), axis=1, count=n)  # 1 keep, 0 flip
                 # Σ s·d with s = 2·bit − 1  ==  2·(bits @ d) − Σ d
