@@ -209,3 +209,61 @@ def test_sigterm_cancels_the_dask_rows_and_ends_every_run_killed(tmp_path, pg_ur
     assert statuses["stopped"] == "KILLED" and statuses["slow"] == "KILLED", statuses
     assert "RUNNING" not in statuses.values()
     assert all(w.poll() is None for w in dask_cluster.workers)  # the cluster is not ours
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every live process below ``pid`` (from /proc), to see that no worker outlived a sweep."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_local_dask_cluster_forks_warm_workers_and_matches_local(tmp_path, store_uri):
+    """`--executor dask` starts a LocalCluster whose workers fork from the sweep (warm, with
+    the store connections they inherited dropped): same gauge as the local pool, every child
+    FINISHED and nested, and no process left once the sweep exits."""
+    path = _sweep(tmp_path, SIX_ROWS, "six-local")
+    results = {}
+    for executor in ("dask", "local"):
+        done = _cli("sweep", str(path), "--executor", executor, "--jobs", "2",
+                    "--tracking-uri", store_uri, "--experiment", "lc", "--json")
+        assert done.returncode == 0, done.stderr
+        assert "Traceback" not in done.stderr
+        results[executor] = json.loads(done.stdout)
+    assert results["dask"]["gauge"] == results["local"]["gauge"]
+    children = _children(store_uri, "lc", results["dask"]["parent_run_id"])
+    assert len(children) == 6 and all(c.info.status == "FINISHED" for c in children)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_sigterm_ends_a_local_dask_cluster_sweep_killed_and_leaves_no_worker(tmp_path,
+                                                                            store_uri):
+    target = write(tmp_path / "blocking.py", PID_BLOCKING_TARGET)
+    path = _sweep(tmp_path, f"floors: [random_retrieval]\ngauge_metrics: [hit_at_5]\nrows:\n"
+                  f"  - {{name: slow, target: 'python:{target}:search'}}\n", "stopped-local")
+    with subprocess.Popen([sys.executable, "-c", "from kebab_mlflow.cli import main; main()",
+                           "sweep", str(path), "--executor", "dask", "--jobs", "2",
+                           "--tracking-uri", store_uri, "--experiment", "lc-stop"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        _until("the row to start on a worker", lambda: (tmp_path / "started").exists())
+        workers = _descendants(proc.pid)
+        assert int((tmp_path / "started").read_text()) in workers  # the row runs in a worker
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    assert "ended as KILLED" in stderr and "Traceback" not in stderr
+    _until("the cluster's workers to exit", lambda: not any(_alive(p) for p in workers))
+    client = mlflow_client(store_uri)
+    runs = client.search_runs([client.get_experiment_by_name("lc-stop").experiment_id])
+    statuses = {r.info.run_name: r.info.status for r in runs}
+    assert statuses["stopped-local"] == "KILLED" and statuses["slow"] == "KILLED", statuses
+    assert "RUNNING" not in statuses.values()

@@ -165,10 +165,7 @@ class DaskExecutor:
             raise InputError("--executor dask needs the `dask` extra: pip install "
                              "'kebab-mlflow[dask]'") from None
         if self.address is None:
-            # its own shutdown chatter ("still alive after 4 s, killing") is no news here
-            self.cluster = distributed.LocalCluster(n_workers=self.jobs, threads_per_worker=1,
-                                                    processes=True, dashboard_address=None,
-                                                    silence_logs=logging.ERROR)
+            self.cluster = _local_cluster(distributed, self.jobs)
             self.client = distributed.Client(self.cluster)
         else:
             try:
@@ -213,6 +210,31 @@ class DaskExecutor:
                 with contextlib.suppress(Exception):
                     thing.close()
         self.client = self.cluster = None
+
+
+def _local_cluster(distributed: Any, workers: int) -> Any:
+    """A LocalCluster of ``workers`` processes, one thread each. Its workers fork from this
+    process once it has imported what a row needs, like the local pool's: a spawned worker
+    imports MLflow, the pipeline and matplotlib on its first row, ~3.5 s a worker, which on
+    eight ~4 s rows took the Dask sweep from 0.60 to 0.71 of ``--jobs 1``
+    (bench/bench_sweep.py). Each worker then runs :func:`workers.dask_setup` (Dask's preload
+    hook) before any task. Where fork is missing they spawn."""
+    import multiprocessing
+
+    import dask
+
+    from kebab_mlflow.sweep.workers import warm_worker
+
+    method = "spawn"
+    if "fork" in multiprocessing.get_all_start_methods():
+        warm_worker()
+        method = "fork"
+    with dask.config.set({"distributed.worker.multiprocessing-method": method}):
+        # its own chatter is no news here: shutdown ("still alive after 4 s, killing") and a
+        # row's failure or interrupt ("Compute Failed" + traceback), which the sweep reports
+        return distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                        dashboard_address=None, silence_logs=logging.CRITICAL,
+                                        preload=["kebab_mlflow.sweep.workers"])
 
 
 CHECK_EVERY_S = 0.5

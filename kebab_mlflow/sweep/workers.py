@@ -49,6 +49,20 @@ def init_worker(forked: bool, parent_pid: int) -> None:
         warm_worker()
 
 
+def dask_setup(worker: Any) -> None:
+    """Dask's preload hook, run in each LocalCluster worker as it starts (the cluster forks
+    them from the sweep process): drop the store connections inherited from the sweep, take
+    SIGTERM's default back (the sweep turns it into an interrupt; Dask stops its workers with
+    it) and show no progress of its own."""
+    from kebab_mlflow import progress
+    from kebab_mlflow.tracking.store import forget_inherited_connections
+
+    with contextlib.suppress(ValueError):  # not the process's main thread
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    progress.set_task_factory(None)
+    forget_inherited_connections()
+
+
 _row_done = threading.Event()
 _row_done.set()
 ORPHAN_CLEANUP_S = 30.0  # how long an orphaned worker lets its row end KILLED before it exits
