@@ -43,7 +43,7 @@ class Outcome:
     stderr: str
 
 
-def _sigint_default() -> None:  # in the child, between fork and exec
+def sigint_at_default() -> None:  # in the child, between fork and exec
     """A process started from a shell's background job (`cmd &`) inherits SIGINT ignored, and
     Python keeps it so (no KeyboardInterrupt): the matrix would measure that, not the tool. A
     terminal's Ctrl-C reaches a foreground process whose SIGINT is at its default."""
@@ -59,7 +59,7 @@ def start_run(point: str, folder: Path, store_uri: str) -> tuple[subprocess.Pope
            "KEBAB_FAULT_POINT": f"{point}={marker}"}
     args = [sys.executable, "-m", "kebab_mlflow.cli", "run", "--golden", str(GOLDEN),
             "--target", TARGET, "--tracking-uri", store_uri, "--experiment", folder.name]
-    proc = subprocess.Popen(args, cwd=folder, env=env, text=True, preexec_fn=_sigint_default,
+    proc = subprocess.Popen(args, cwd=folder, env=env, text=True, preexec_fn=sigint_at_default,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     return proc, marker
 
@@ -191,7 +191,7 @@ def start_sweep(point: SweepPoint, folder: Path, store_uri: str
            "KEBAB_FAULT_POINT": f"{point.checkpoint}={marker}"}
     args = [sys.executable, "-m", "kebab_mlflow.cli", "sweep", str(folder / "sweep.yaml"),
             "--jobs", str(point.jobs), "--tracking-uri", store_uri, "--experiment", folder.name]
-    proc = subprocess.Popen(args, cwd=folder, env=env, text=True, preexec_fn=_sigint_default,
+    proc = subprocess.Popen(args, cwd=folder, env=env, text=True, preexec_fn=sigint_at_default,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     return proc, marker
 
@@ -263,7 +263,7 @@ def start_tune(point: str, folder: Path, store_uri: str) -> tuple[subprocess.Pop
            "KEBAB_FAULT_POINT": f"{point}={marker}"}
     args = [sys.executable, "-m", "kebab_mlflow.cli", "tune", str(folder / "tune.yaml"),
             "--tracking-uri", store_uri, "--experiment", folder.name]
-    proc = subprocess.Popen(args, cwd=folder, env=env, text=True, preexec_fn=_sigint_default,
+    proc = subprocess.Popen(args, cwd=folder, env=env, text=True, preexec_fn=sigint_at_default,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     return proc, marker
 

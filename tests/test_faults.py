@@ -23,6 +23,7 @@ from kebab_mlflow.cli import app
 from kebab_mlflow.evaluation.per_query import file_digest
 from tests import servers
 from tests.conftest import GOLDEN, KB, ROOT, write
+from tests.faultpoints import sigint_at_default
 from tests.servers import closed_port_url, start_mlflow_server
 
 runner = CliRunner()
@@ -72,7 +73,8 @@ def target_files(tmp_path: Path) -> tuple[Path, Path]:
 def kebab(args: list[str], tmp_path: Path, **env: str) -> subprocess.Popen:
     full_env = {**os.environ, "PYTHONPATH": str(ROOT), **env}
     return subprocess.Popen([KEBAB, *args], cwd=tmp_path, env=full_env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            preexec_fn=sigint_at_default)
 
 
 def run_args(target: Path, golden: Path, uri: str) -> list[str]:

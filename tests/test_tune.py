@@ -16,6 +16,7 @@ from kebab_mlflow.cli import app
 from kebab_mlflow.errors import TuneError
 from kebab_mlflow.sweep.tune_spec import load_tune
 from tests.conftest import FIXTURES, KB, mlflow_client, runs_in, write
+from tests.faultpoints import sigint_at_default
 
 pytest.importorskip("optuna", reason="the `tune` extra (optuna) is not installed")
 
@@ -178,7 +179,7 @@ def test_without_optuna_tune_exits_2_with_the_install_hint(tmp_path, store_uri):
 def test_ctrl_c_ends_the_parent_and_the_running_trial_killed(tmp_path, store_uri):
     path = _tune_file(tmp_path, SMALL.replace("trials: 4", "trials: 500"))
     with subprocess.Popen(_cli("tune", str(path), "--tracking-uri", store_uri),
-                          stderr=subprocess.PIPE, text=True) as proc:
+                          stderr=subprocess.PIPE, text=True, preexec_fn=sigint_at_default) as proc:
         seen = []
         for line in proc.stderr:  # wait for the event: the first trial finished
             seen.append(line)
