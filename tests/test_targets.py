@@ -222,12 +222,15 @@ def test_http_success_keeps_order_ranks_answers_and_versions(server, behaviour):
         ("alpha", 2, True), ("beta", 2, False), ("gamma", 2, True)}
 
 
-def test_http_timeout_is_a_per_query_error(server):
+def test_http_timeout_is_a_per_query_error(server, behaviour):
     target = load_target(server + "?timeout=0.2&retries=3")
     [(hits, answer, error, seconds)] = target.run_many([("sleep 1.0", False)], 5)
     assert hits == () and answer is None
     assert error == f"timed out after 0.2 s waiting for {server}"
-    assert 0.15 < seconds < 0.9  # timeouts are not retried
+    assert seconds > 0.15  # it waited for the timeout
+    # timeouts are not retried: the server saw one request (counted, not timed, so a loaded
+    # machine cannot fail it)
+    assert behaviour.attempts["sleep 1.0"] == 1
 
 
 def test_http_500s_are_retried_with_backoff_then_succeed(server, behaviour):
@@ -284,7 +287,16 @@ def test_unreachable_http_target_fails_before_any_run():
         load_target(url + "?retries=0")
 
 
-def test_missing_versions_are_unknown_with_a_warning(server, behaviour, capsys):
+@pytest.fixture
+def cli_warnings() -> None:
+    """Library warnings rendered as the CLI renders them (``warning: ...`` on stderr). Installed
+    here, not left to an earlier test's CLI call: run alone, this file saw none."""
+    from kebab_mlflow.cli.console import install
+
+    install()
+
+
+def test_missing_versions_are_unknown_with_a_warning(server, behaviour, capsys, cli_warnings):
     behaviour.versions = None  # GET /versions -> 404
     target = load_target(server + "?index_version=ix-9&retries=0")
     assert target.versions.index_version == "ix-9"
@@ -303,7 +315,7 @@ def test_missing_versions_are_unknown_with_a_warning(server, behaviour, capsys):
         capsys.readouterr().err)
 
 
-def test_configured_versions_skip_the_versions_call(server, behaviour, capsys):
+def test_configured_versions_skip_the_versions_call(server, behaviour, capsys, cli_warnings):
     behaviour.versions = None
     spec = server + "?" + "&".join(f"{k}=c{i}" for i, k in enumerate(VERSION_KEYS))
     target = load_target(spec)
@@ -366,13 +378,13 @@ def test_cmd_request_on_stdin_when_the_template_has_no_query(tmp_path):
     (f"{PY} -c 'print(\"oops\")'",
      "stdout is not valid JSON (Expecting value at line 1 column 1): 'oops'"),
     (f"{PY} -c 'print(1)'", "the reply is a int, not an object with 'hits'"),
-    (f"{PY} {CLI} --sleep-ms 3000 {{query}}?timeout=0.3",
+    (f"{PY} {CLI} --sleep-ms 60000 {{query}}?timeout=0.3",
      "timed out after 0.3 s (command killed)"),
 ])
 def test_cmd_failures_become_query_errors(template, message):
     [(hits, _, error, seconds)] = load_target("cmd:" + template).run_many([("q", False)], 1)
     assert (hits, error) == ((), message)
-    assert seconds < 2.5
+    assert seconds < 30  # the timed-out command would sleep a minute: it was killed
 
 
 def test_cmd_placeholders_are_substituted_inside_arguments_once():
@@ -413,7 +425,7 @@ def wrong_arity(query):
 not_callable = 42
 
 
-def test_python_targets_objects_classes_factories_and_functions(capsys):
+def test_python_targets_objects_classes_factories_and_functions(capsys, cli_warnings):
     for attr in ("Protocolish", "make_protocolish"):
         target = load_target(f"python:tests.test_targets:{attr}", concurrency=3)
         assert target.versions.index_version == "v3"
