@@ -33,29 +33,44 @@ from tests import faultpoints, servers  # noqa: E402
 BATCH = 4  # processes signalled at once (a 2-core machine)
 
 
+def _signalled(points, start, reached_by, report) -> list[str]:
+    """SIGINT and SIGTERM at each point, BATCH processes at a time: ``start(point, name)`` ->
+    (process, marker, folder); each is signalled once ``reached_by(point)`` processes reached
+    its marker; ``report(point, name, process, marker, folder)`` is its line."""
+    cases = [(p, n, s) for p in points for n, s in faultpoints.SIGNALS.items()]
+    lines = []
+    for first in range(0, len(cases), BATCH):
+        started = [(point, name, signum, *start(point, name))
+                   for point, name, signum in cases[first:first + BATCH]]
+        for point, _, signum, proc, marker, _ in started:
+            faultpoints.wait_for(marker, proc, count=reached_by(point))
+            proc.send_signal(signum)
+        lines += [report(point, name, proc, marker, folder)
+                  for point, name, _, proc, marker, folder in started]
+    return lines
+
+
+def _verdict(wrong: list[str]) -> str:
+    return "OK" if not wrong else "WRONG: " + "; ".join(wrong)
+
+
 def signal_matrix(work: Path) -> list[str]:
     from kebab_mlflow.tracking.store import Tracker
 
     store = f"sqlite:///{work / 'signals' / 'mlflow.db'}"
     Tracker(store)
-    cases = [(p, n, s) for p in faultpoints.RUN_POINTS for n, s in faultpoints.SIGNALS.items()]
-    lines = []
-    for start in range(0, len(cases), BATCH):
-        started = []
-        for point, name, signum in cases[start:start + BATCH]:
-            folder = work / "signals" / f"{point}-{name}"
-            proc, marker = faultpoints.start_run(point, folder, store)
-            started.append((point, name, signum, proc, marker, folder))
-        for _, _, signum, proc, marker, _ in started:
-            faultpoints.wait_for(marker, proc)
-            proc.send_signal(signum)
-        for point, name, _, proc, _, folder in started:
-            got = faultpoints.outcome(proc, folder, store)
-            wrong = faultpoints.problems(point, got)
-            lines.append(f"{point:<17} {name:<8} exit {got.returncode:<4} runs "
-                         f"{','.join(got.statuses) or '-':<9} recovery {len(got.recovery)}  "
-                         f"{'OK' if not wrong else 'WRONG: ' + '; '.join(wrong)}")
-    return lines
+
+    def start(point, name):
+        folder = work / "signals" / f"{point}-{name}"
+        return (*faultpoints.start_run(point, folder, store), folder)
+
+    def report(point, name, proc, marker, folder):
+        got = faultpoints.outcome(proc, folder, store)
+        return (f"{point:<17} {name:<8} exit {got.returncode:<4} runs "
+                f"{','.join(got.statuses) or '-':<9} recovery {len(got.recovery)}  "
+                f"{_verdict(faultpoints.problems(point, got))}")
+
+    return _signalled(faultpoints.RUN_POINTS, start, lambda point: 1, report)
 
 
 def sweep_matrix(work: Path) -> list[str]:
@@ -66,25 +81,19 @@ def sweep_matrix(work: Path) -> list[str]:
 
     store = f"sqlite:///{work / 'sweeps' / 'mlflow.db'}"
     Tracker(store)
-    cases = [(p, n, s) for p in faultpoints.SWEEP_POINTS for n, s in faultpoints.SIGNALS.items()]
-    lines = []
-    for start in range(0, len(cases), BATCH):
-        started = []
-        for point, name, signum in cases[start:start + BATCH]:
-            folder = work / "sweeps" / f"{point.name.replace('/', '-')}-{name}"
-            proc, marker = faultpoints.start_sweep(point, folder, store)
-            started.append((point, name, signum, proc, marker, folder))
-        for point, _, signum, proc, marker, _ in started:
-            faultpoints.wait_for(marker, proc, count=point.reached_by)
-            proc.send_signal(signum)
-        for point, name, _, proc, marker, folder in started:
-            got = faultpoints.sweep_outcome(proc, folder, store, marker)
-            wrong = faultpoints.sweep_problems(point, got)
-            lines.append(f"{point.name:<19} {name:<8} exit {got.returncode:<4} parent "
-                         f"{','.join(got.parent) or '-':<9} children "
-                         f"{','.join(got.children) or '-':<26} recovery {len(got.recovery)}  "
-                         f"{'OK' if not wrong else 'WRONG: ' + '; '.join(wrong)}")
-    return lines
+
+    def start(point, name):
+        folder = work / "sweeps" / f"{point.name.replace('/', '-')}-{name}"
+        return (*faultpoints.start_sweep(point, folder, store), folder)
+
+    def report(point, name, proc, marker, folder):
+        got = faultpoints.sweep_outcome(proc, folder, store, marker)
+        return (f"{point.name:<19} {name:<8} exit {got.returncode:<4} parent "
+                f"{','.join(got.parent) or '-':<9} children "
+                f"{','.join(got.children) or '-':<26} recovery {len(got.recovery)}  "
+                f"{_verdict(faultpoints.sweep_problems(point, got))}")
+
+    return _signalled(faultpoints.SWEEP_POINTS, start, lambda point: point.reached_by, report)
 
 
 def creation_kills(work: Path) -> list[str]:

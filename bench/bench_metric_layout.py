@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 
-from common import ROOT, SCIFACT_CORPUS, WORK, emit, scifact_golden
+from common import ROOT, SCIFACT_CORPUS, WORK, emit, load_line, scifact_golden
 
 ROUNDS = int(os.environ.get("KEBAB_BENCH_ROUNDS", "3"))
 
@@ -31,12 +31,6 @@ def one_run(store: str, data: list[str], breakdowns: bool) -> tuple[float, int]:
 
     run = MlflowClient(store).get_run(json.loads(out.stdout)["run_id"])
     return wall, len(run.data.metrics)
-
-
-def load_line(start: float) -> str:
-    """The 1-minute load average at the start and the end (the machine may be shared)."""
-    return (f"1-minute load average: {start:.2f} at the start, {os.getloadavg()[0]:.2f} at "
-            f"the end ({os.cpu_count()} CPUs)")
 
 
 def main() -> None:

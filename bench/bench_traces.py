@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 
-from common import ROOT, SCIFACT_CORPUS, WORK, emit, scifact_golden
+from common import ROOT, SCIFACT_CORPUS, WORK, emit, load_line, scifact_golden
 
 ROUNDS = int(os.environ.get("KEBAB_BENCH_ROUNDS", "3"))
 
@@ -38,12 +38,6 @@ def traces_of(store: str, run_id: str) -> int:
     client = MlflowClient(store)
     experiment = client.get_run(run_id).info.experiment_id
     return len(client.search_traces(locations=[experiment], run_id=run_id, max_results=1000))
-
-
-def load_line(start: float) -> str:
-    """The 1-minute load average at the start and the end (the machine may be shared)."""
-    return (f"1-minute load average: {start:.2f} at the start, {os.getloadavg()[0]:.2f} at "
-            f"the end ({os.cpu_count()} CPUs)")
 
 
 def main() -> None:

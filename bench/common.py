@@ -29,3 +29,9 @@ def emit(name: str, text: str) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{name}.txt").write_text(text + "\n")
     sys.stdout.write(text + "\n")
+
+
+def load_line(start: float) -> str:
+    """The 1-minute load average at the start and the end (the machine may be shared)."""
+    return (f"1-minute load average: {start:.2f} at the start, {os.getloadavg()[0]:.2f} at "
+            f"the end ({os.cpu_count()} CPUs)")
