@@ -13,6 +13,7 @@ import contextlib
 import json
 import math
 import shutil
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -173,6 +174,7 @@ def execute(options: RunOptions, *,
             on_status: Callable[[str], None] = lambda s: None) -> RunResult:
     """``kebab-mlflow run``: prepare, start the MLflow run, :func:`evaluate` into its work
     folder, publish. Ctrl-C/SIGTERM ends the run KILLED."""
+    _import_store_meanwhile(options.tracking_uri)
     prepared = prepare(options, on_status)
     checkpoint("prepared")
     on_status("connecting to the tracking store")
@@ -211,6 +213,20 @@ def execute(options: RunOptions, *,
     return RunResult(run_id, experiment_id, "FINISHED", result.metrics, result.aggregate,
                      tracker.ui_command(experiment_id), {**result.timings, **timings},
                      result.versions.as_dict(), dict(result.scores), result.query_ids)
+
+
+def _import_store_meanwhile(tracking_uri: str | None) -> None:
+    """Import mlflow and the store's modules on a second thread while :func:`prepare` reads the
+    golden set and the index (the import is most of a cached run's overhead; the machine has a
+    second core for the parts that leave the GIL). Best effort: an import that fails here is
+    raised again, where it belongs, when the store is opened."""
+    def load() -> None:
+        with contextlib.suppress(Exception):
+            from kebab_mlflow.tracking.store import preload
+
+            preload(tracking_uri)
+
+    threading.Thread(target=load, name="kebab-store-import", daemon=True).start()
 
 
 @contextlib.contextmanager
