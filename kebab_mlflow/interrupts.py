@@ -21,12 +21,13 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-#: ``NAME=MARKER``: at checkpoint NAME, append this process's pid to MARKER and wait (up to a
-#: minute) for a signal. A test hook (tests/test_signals.py, bench/bench_faults.py): the test
-#: waits for the marker (one line per process that reached the point: two rows of
-#: ``sweep --jobs 2``), never for a guessed number of seconds. Unset, a checkpoint costs one
-#: dict lookup.
+#: ``NAME=MARKER``: at checkpoint NAME, append this process's pid to MARKER and wait (up to
+#: FAULT_WAIT_S, a bound on a test that died, not a guess) for a signal. A test hook
+#: (tests/test_signals.py, bench/bench_faults.py): the test waits for the marker (one line per
+#: process that reached the point: two rows of ``sweep --jobs 2``), never for a guessed number
+#: of seconds. Unset, a checkpoint costs one dict lookup.
 FAULT_POINT_ENV = "KEBAB_FAULT_POINT"
+FAULT_WAIT_S = 600.0  # a loaded machine can take minutes between the marker and the signal
 
 _deferring: list[signals_deferred] = []  # the blocks holding signals now (innermost last)
 _pending: list[int] = []  # signals received that the process has not finished acting on
@@ -141,7 +142,7 @@ def checkpoint(name: str) -> None:
         return
     with Path(marker).open("a") as f:
         f.write(f"{os.getpid()}\n")
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + FAULT_WAIT_S
     # a signal held by signals_deferred is the one awaited: stop waiting, let the block end
     while time.monotonic() < deadline and not any(d.caught for d in _deferring):
         time.sleep(0.01)

@@ -209,7 +209,7 @@ def sweep_outcome(proc: subprocess.Popen, folder: Path, store_uri: str,
     from mlflow.tracking import MlflowClient
 
     others = [pid for pid in reached(marker) if pid != proc.pid]
-    deadline = time.monotonic() + 60  # a worker ends once its row is KILLED: wait for that
+    deadline = time.monotonic() + 300  # a worker ends once its row is KILLED: wait for that
     while any(_alive(pid) for pid in others) and time.monotonic() < deadline:
         time.sleep(0.05)
     client = MlflowClient(tracking_uri=store_uri)
