@@ -52,20 +52,23 @@ def test_precision_at_5(ranking, expected, value):
 
 def test_precision_is_null_when_no_query_has_expected_chunks():
     queries = [GoldenQuery(id=f"q{i}", query=f"query {i}") for i in range(3)]
-    results = [QueryResult(q.id, (Hit("d#0", "d", 1.0, 1),)) for q in queries]
+    hit = Hit(chunk_id="d#0", doc_id="d", score=1.0, rank=1)
+    results = [QueryResult(query_id=q.id, hits=(hit,)) for q in queries]
     scores = score_results(queries, results, 5, cutoffs_for(5))
     assert np.isnan(scores["precision_at_5_chunk"]).all()
     block = aggregate_block(scores)
     assert block["precision_at_5_chunk"] is None
     assert block["hit_at_5"] is None
-    assert "precision_at_5_chunk" not in Aggregate(block).flat_metrics()
-    assert json.loads(Aggregate(block).to_json())["overall"]["hit_at_5"] is None
+    assert "precision_at_5_chunk" not in Aggregate(overall=block).flat_metrics()
+    assert json.loads(Aggregate(overall=block).to_json())["overall"]["hit_at_5"] is None
 
 
 def test_queries_without_truth_are_skipped_not_counted_as_zero():
     queries = [GoldenQuery(id="q1", query="a", expected_chunk_ids=("d#0",)),
                GoldenQuery(id="q2", query="b")]
-    results = [QueryResult("q1", (Hit("d#0", "d", 1.0, 1),)), QueryResult("q2", ())]
+    results = [QueryResult(query_id="q1",
+                           hits=(Hit(chunk_id="d#0", doc_id="d", score=1.0, rank=1),)),
+               QueryResult(query_id="q2", hits=())]
     block = aggregate_block(score_results(queries, results, 5, cutoffs_for(5)))
     assert block["hit_at_1"] == 1.0  # the mean over q1 alone, not (1 + 0) / 2
     assert block["precision_at_1_chunk"] == 1.0
@@ -149,7 +152,8 @@ def test_cutoffs_never_exceed_the_depth_and_mrr_needs_10():
     assert cutoffs_for(100) == [1, 3, 5, 10, 100]
     assert cutoffs_for(7) == [1, 3, 5, 7]
     q = [GoldenQuery(id="q", query="x", expected_chunk_ids=("d#0",))]
-    scores = score_results(q, [QueryResult("q", (Hit("d#0", "d", 1.0, 1),))], 5, cutoffs_for(5))
+    hit = Hit(chunk_id="d#0", doc_id="d", score=1.0, rank=1)
+    scores = score_results(q, [QueryResult(query_id="q", hits=(hit,))], 5, cutoffs_for(5))
     assert "mrr" not in scores and "hit_at_10" not in scores and "hit_at_5" in scores
     assert "precision_at_100_doc" in METRICS  # registered by cutoffs_for(100)
 
@@ -157,7 +161,8 @@ def test_cutoffs_never_exceed_the_depth_and_mrr_needs_10():
 # --- doc level -----------------------------------------------------------------------------
 
 def hits(*chunk_ids):
-    return tuple(Hit(c, c.split("#")[0], 1.0 / r, r) for r, c in enumerate(chunk_ids, 1))
+    return tuple(Hit(chunk_id=c, doc_id=c.split("#")[0], score=1.0 / r, rank=r)
+                 for r, c in enumerate(chunk_ids, 1))
 
 
 def test_first_appearance():
@@ -166,7 +171,7 @@ def test_first_appearance():
 
 def test_doc_level_ranks_documents_by_first_appearance():
     q = GoldenQuery(id="q", query="x", expected_doc_ids={"d2": 1, "d3": 2})
-    result = QueryResult("q", hits("d1#0", "d1#1", "d2#0", "d1#2", "d2#1", "d3#0"))
+    result = QueryResult(query_id="q", hits=hits("d1#0", "d1#1", "d2#0", "d1#2", "d2#1", "d3#0"))
     s = {k: v[0] for k, v in score_results([q], [result], 10, cutoffs_for(10)).items()}
     # doc ranking: d1, d2, d3 — later chunks of d1/d2 dropped
     assert s["hit_at_1_doc"] == 0.0
@@ -182,7 +187,8 @@ def test_doc_level_ranks_documents_by_first_appearance():
 
 def test_chunk_level_names_keep_the_original_names():
     q = GoldenQuery(id="q", query="x", expected_chunk_ids=("d1#1",))
-    s = score_results([q], [QueryResult("q", hits("d1#0", "d1#1"))], 10, cutoffs_for(10))
+    s = score_results([q], [QueryResult(query_id="q", hits=hits("d1#0", "d1#1"))], 10,
+                      cutoffs_for(10))
     assert s["hit_at_1"][0] == 0.0 and s["hit_at_3"][0] == 1.0 and s["mrr"][0] == 0.5
     assert s["precision_at_3_chunk"][0] == pytest.approx(1 / 3)
     assert s["recall_at_1_chunk"][0] == 0.0
@@ -192,8 +198,9 @@ def test_chunk_level_names_keep_the_original_names():
 
 def test_no_hit_rate_and_error_rate():
     queries = [GoldenQuery(id=f"q{i}", query=f"x{i}") for i in range(4)]
-    results = [QueryResult("q0", hits("d#0")), QueryResult("q1", ()),
-               QueryResult("q2", (), error="RuntimeError: boom"), QueryResult("q3", hits("d#1"))]
+    results = [QueryResult(query_id="q0", hits=hits("d#0")), QueryResult(query_id="q1", hits=()),
+               QueryResult(query_id="q2", hits=(), error="RuntimeError: boom"),
+               QueryResult(query_id="q3", hits=hits("d#1"))]
     s = score_results(queries, results, 5, cutoffs_for(5))
     assert s["no_hit_rate"].tolist() == [0.0, 1.0, 0.0, 0.0]
     assert s["error_rate"].tolist() == [0.0, 0.0, 1.0, 0.0]
@@ -230,7 +237,7 @@ def test_from_codes_equals_from_rankings(seed):
 # --- aggregates ----------------------------------------------------------------------------
 
 def test_aggregate_round_trips_through_json():
-    aggregate = Aggregate({"hit_at_5": 0.1 + 0.2, "mrr": None, "ndcg_at_10_doc": 1 / 3},
+    aggregate = Aggregate(overall={"hit_at_5": 0.1 + 0.2, "mrr": None, "ndcg_at_10_doc": 1 / 3},
                           counts={"queries": 3},
                           by_query_type={"comparison": {"mrr": 0.5, "hit_at_5": None}},
                           reliability_bins=((0.0, None, None, 0), (0.5, 0.55, 1.0, 2)))
@@ -251,7 +258,7 @@ def test_an_aggregate_from_before_a_metric_existed_still_loads():
 
 def test_nan_never_goes_into_or_comes_out_of_an_aggregate():
     with pytest.raises(ValueError, match="Out of range float values are not JSON compliant"):
-        Aggregate({"mrr": float("nan")}).to_json()
+        Aggregate(overall={"mrr": float("nan")}).to_json()
     with pytest.raises(ValueError, match="NaN is not valid in an aggregate"):
         Aggregate.from_json('{"overall": {"mrr": NaN}}')
     with pytest.raises(ValueError, match="not an aggregate"):
@@ -292,7 +299,7 @@ def test_unknown_metric_lists_the_valid_ones():
 
 def test_registering_a_metric_twice_is_refused():
     with pytest.raises(ValueError, match="registered twice"):
-        register(MetricDef("mrr", "chunk", "again", "mrr"))
+        register(MetricDef(name="mrr", level="chunk", description="again", family="mrr"))
 
 
 # --- average precision, R-precision, judged_at_k (hand-computed) -----------------------------
@@ -317,8 +324,9 @@ def test_r_precision_reads_the_top_r_and_a_short_depth():
 
 def test_judged_at_k_counts_grade_zero_judgments_and_divides_by_k():
     q = GoldenQuery(id="q", query="q", expected_doc_ids={"a": 0, "b": 2})
-    hits = tuple(Hit(f"{d}#0", d, 1.0, r) for r, d in enumerate(["a", "x", "b"], 1))
-    s = score_results([q], [QueryResult("q", hits)], 5, cutoffs_for(5))
+    hits = tuple(Hit(chunk_id=f"{d}#0", doc_id=d, score=1.0, rank=r)
+                 for r, d in enumerate(["a", "x", "b"], 1))
+    s = score_results([q], [QueryResult(query_id="q", hits=hits)], 5, cutoffs_for(5))
     assert s["judged_at_1_doc"][0] == 1.0  # "a" is judged (grade 0) though not relevant
     assert s["judged_at_3_doc"][0] == pytest.approx(2 / 3)
     assert s["judged_at_5_doc"][0] == pytest.approx(2 / 5)  # a short list lowers it

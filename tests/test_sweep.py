@@ -611,7 +611,8 @@ def test_headline_metrics_are_those_with_ground_truth_in_the_golden_set():
     spec = SimpleNamespace(gauge_metrics=("mrr_doc", "ndcg_at_10_doc"))
     doc_only = {"hit_at_5": None, "mrr": None, "precision_at_5_chunk": None,
                 "recall_at_10_doc": 0.8, "mrr_doc": 0.6, "ndcg_at_10_doc": 0.7}
-    rows = {n: RowOutcome(n, "variant", n, "FINISHED", overall=doc_only) for n in "ab"}
+    rows = {n: RowOutcome(name=n, role="variant", run_id=n, status="FINISHED",
+                          overall=doc_only) for n in "ab"}
     shown = headline_metrics(spec, rows)
     assert shown[:2] == ["mrr_doc", "ndcg_at_10_doc"] and "recall_at_10_doc" in shown
     assert not {"hit_at_5", "mrr", "precision_at_5_chunk"} & set(shown)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kebab_mlflow import vocabulary as vocab
 from kebab_mlflow.comparison.records import DEFAULT_PRIMARY, RunSide
 from kebab_mlflow.errors import InputError, Problem
 from kebab_mlflow.metrics.registry import METRICS
@@ -28,7 +29,7 @@ from kebab_mlflow.stats.power import POWER, delta_sd, loss_size, mde, queries_ne
 DEFAULT_DELTAS = (0.01, 0.02, 0.05)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PowerReport:
     metric: str
     n: int
@@ -43,7 +44,7 @@ class PowerReport:
 
 def run_primary(side: RunSide) -> str:
     """The metric compare would decide on for this run's golden set."""
-    named = side.tags.get("kebab.primary_metric")
+    named = side.tags.get(vocab.PRIMARY_METRIC)
     if named:
         return named
     levels = {lv for r in side.rows for lv, rank in (r.first_relevant_rank or {}).items()
@@ -84,5 +85,7 @@ def power_report(side: RunSide, metric: str | None = None, deltas: Sequence[floa
         raise InputError("bad --delta", [Problem(f"--delta must be > 0, got {bad[0]}",
                                                  "--delta")])
     needed = tuple((d, queries_needed(sd, d, alpha, loss=size)) for d in drops)
-    return PowerReport(metric, int(sample.size), sd, paired_with is not None, alpha,
-                       mde(sd, int(sample.size), alpha, loss=size), needed, POWER, size)
+    return PowerReport(metric=metric, n=int(sample.size), sd=sd, paired=paired_with is not None,
+                       alpha=alpha,
+                       mde=mde(sd, int(sample.size), alpha, loss=size), needed=needed, power=POWER,
+                       loss_size=size)

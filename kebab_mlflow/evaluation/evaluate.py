@@ -31,7 +31,7 @@ from kebab_mlflow.metrics.scoring import run_cutoffs
 from kebab_mlflow.records import VersionSnapshot
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PipelineSource:
     """What produced the results, as it is recorded (params and tags of the run)."""
 
@@ -58,7 +58,7 @@ class PipelineSource:
         return digest(self.config if self.config is not None else self.params())
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EvalResult:
     """One evaluation, in memory. ``per_query_path`` is its ``per_query.jsonl``; when
     :func:`evaluate` chose the folder itself, the folder lives as long as this object."""
@@ -148,7 +148,8 @@ def reference_pipeline(preset: str = "naive_baseline", corpus: str | Path = "fix
         truth = oracle_truth(golden.queries)
     pipeline = build_pipeline(config, corpus, truth)
     # the pipeline's config: lexical.tokenizer and the gate resolved for this corpus
-    pipeline.source = PipelineSource(preset, config["backend"], str(corpus), pipeline.config)
+    pipeline.source = PipelineSource(preset=preset, backend=config["backend"], corpus=str(corpus),
+                                     config=pipeline.config)
     return pipeline
 
 
@@ -162,18 +163,18 @@ def as_pipeline(pipeline: Any, concurrency: int = 1,
         target = load_target(pipeline, concurrency=concurrency)
         if golden is not None and hasattr(target, "match_golden"):
             target.match_golden(q.id for q in golden.queries)
-        return target, PipelineSource("target", "target", target=pipeline)
+        return target, PipelineSource(preset="target", backend="target", target=pipeline)
     source = getattr(pipeline, "source", None)
     if isinstance(source, PipelineSource):
         return pipeline, source
     if callable(getattr(pipeline, "search", None)):
-        return pipeline, PipelineSource("python", type(pipeline).__name__)
+        return pipeline, PipelineSource(preset="python", backend=type(pipeline).__name__)
     if callable(pipeline):
         from kebab_mlflow.targets.python import from_object
 
         name = getattr(pipeline, "__name__", type(pipeline).__name__)
         return from_object(pipeline, f"python:{name}", concurrency), \
-            PipelineSource("python", "function")
+            PipelineSource(preset="python", backend="function")
     raise ConfigError(f"cannot evaluate a {type(pipeline).__name__}: expected an object with "
                       "search(query, k), a function f(query, k) -> hits, or a target spec")
 
@@ -215,11 +216,12 @@ def evaluate_prepared(pipeline: Any, source: PipelineSource, golden: GoldenSet, 
         per_query_path = Path(keep.name) / "per_query.jsonl"
     outcome = run_queries(pipeline, golden, k, cutoffs, per_query_path, fail_fast=fail_fast)
     versions = getattr(pipeline, "versions", None)
-    result = EvalResult(golden, source,
-                        versions if isinstance(versions, VersionSnapshot) else VersionSnapshot(),
-                        k, tuple(cutoffs), seed, outcome.aggregate, outcome.scores,
-                        per_query_path, outcome.per_query_sha256,
-                        {"index_s": index_s, **outcome.timings}, ask)
+    known = versions if isinstance(versions, VersionSnapshot) else VersionSnapshot()
+    result = EvalResult(golden=golden, source=source, versions=known,
+                        k=k, cutoffs=tuple(cutoffs), seed=seed, aggregate=outcome.aggregate,
+                        scores=outcome.scores,
+                        per_query_path=per_query_path, per_query_sha256=outcome.per_query_sha256,
+                        timings={"index_s": index_s, **outcome.timings}, ask=ask)
     if keep is not None:
         weakref.finalize(result, keep.cleanup)
     return result

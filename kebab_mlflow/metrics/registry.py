@@ -8,6 +8,7 @@ ids), ``doc`` (over queries with expected doc ids), ``answer`` (queries with ``a
 
 from __future__ import annotations
 
+import enum
 import re
 from dataclasses import dataclass
 
@@ -15,10 +16,19 @@ CUTOFFS = (1, 3, 5, 10)
 MRR_CUTOFF = 10
 
 
-@dataclass(frozen=True)
+class Level(enum.StrEnum):
+    """What a metric is computed over (see the module docstring)."""
+
+    CHUNK = "chunk"
+    DOC = "doc"
+    ANSWER = "answer"
+    RUN = "run"
+
+
+@dataclass(frozen=True, kw_only=True)
 class MetricDef:
     name: str
-    level: str  # chunk | doc | answer | run
+    level: Level
     description: str
     family: str
     k: int | None = None  # the cut-off; the retrieval depth must reach it
@@ -52,7 +62,7 @@ def metric_names(level: str | None = None) -> list[str]:
 def retrieval_name(family: str, level: str, k: int | None) -> str:
     """hit/mrr keep their original chunk-level names; everything else names its level."""
     base = family if k is None else f"{family}_at_{k}"
-    if level == "chunk" and family in ("hit", "mrr"):
+    if level == Level.CHUNK and family in ("hit", "mrr"):
         return base
     return f"{base}_{level}"
 
@@ -71,30 +81,34 @@ _DESCRIPTIONS = {
               "(sparse labels show as a low value)",
 }
 
-JUDGED_LEVELS = ("doc",)  # chunk judgments are all positive: judged = precision there
+JUDGED_LEVELS = (Level.DOC,)  # chunk judgments are all positive: judged = precision there
 
 
 def ensure_cutoff(k: int) -> None:
     """Register the cut-off families for k (e.g. 100 for benchmarks) if not there yet."""
-    for level, unit in (("chunk", "chunk"), ("doc", "document")):
+    for level, unit in ((Level.CHUNK, "chunk"), (Level.DOC, "document")):
         for family in ("hit", "precision", "recall", "ndcg"):
             name = retrieval_name(family, level, k)
             if name not in METRICS:
-                register(MetricDef(name, level, _DESCRIPTIONS[family].format(unit=unit, k=k),
-                                   family, k))
+                register(MetricDef(name=name, level=level,
+                                   description=_DESCRIPTIONS[family].format(unit=unit, k=k),
+                                   family=family, k=k))
     for level in JUDGED_LEVELS:
         name = retrieval_name("judged", level, k)
         if name not in METRICS:
-            register(MetricDef(name, level, _DESCRIPTIONS["judged"].format(unit="document",
-                                                                           k=k), "judged", k))
+            register(MetricDef(name=name, level=level,
+                               description=_DESCRIPTIONS["judged"].format(unit="document",
+                                                                           k=k), family="judged",
+                               k=k))
 
 
-for _level, _unit in (("chunk", "chunk"), ("doc", "document")):
-    register(MetricDef(retrieval_name("mrr", _level, None), _level,
-                       _DESCRIPTIONS["mrr"].format(unit=_unit), "mrr", MRR_CUTOFF))
+for _level, _unit in ((Level.CHUNK, "chunk"), (Level.DOC, "document")):
+    register(MetricDef(name=retrieval_name("mrr", _level, None), level=_level,
+                       description=_DESCRIPTIONS["mrr"].format(unit=_unit), family="mrr",
+                       k=MRR_CUTOFF))
     for _family in ("map", "r_precision"):
-        register(MetricDef(retrieval_name(_family, _level, None), _level,
-                           _DESCRIPTIONS[_family].format(unit=_unit), _family))
+        register(MetricDef(name=retrieval_name(_family, _level, None), level=_level,
+                           description=_DESCRIPTIONS[_family].format(unit=_unit), family=_family))
 for _k in CUTOFFS:
     ensure_cutoff(_k)
 
@@ -102,7 +116,8 @@ for _name, _desc, _better in (
     ("no_hit_rate", "share of queries that returned zero hits", False),
     ("error_rate", "share of queries whose pipeline call raised", False),
 ):
-    register(MetricDef(_name, "run", _desc, _name, None, _better))
+    register(MetricDef(name=_name, level=Level.RUN, description=_desc, family=_name, k=None,
+                       higher_is_better=_better))
 
 for _name, _desc, _better in (
     ("contains_all", "answer holds every must_contain string and no forbidden one; an "
@@ -113,12 +128,13 @@ for _name, _desc, _better in (
     ("ask_grounded_rate", "share of ask queries answered (not refused) with >= 1 citation", True),
     ("citation_validity", "answered with citations: every cited chunk was among the hits", True),
 ):
-    register(MetricDef(_name, "answer", _desc, _name, None, _better))
+    register(MetricDef(name=_name, level=Level.ANSWER, description=_desc, family=_name, k=None,
+                       higher_is_better=_better))
 
 
 # --------------------------------------------------------------------------- display order
 
-_LEVEL_ORDER = ("chunk", "doc", "answer", "run")
+_LEVEL_ORDER = tuple(Level)
 _CUTOFF_NAME = re.compile(r"^[a-z]+_at_([1-9][0-9]{0,6})(?:_chunk|_doc)?$")
 _FAMILY_ORDER = ("hit", "mrr", "map", "r_precision", "ndcg", "precision", "recall", "judged")
 
