@@ -548,6 +548,24 @@ def test_resume_runs_a_tampered_row_again(tmp_path, store_uri):
     assert after["gauge"] == before["gauge"]  # the honest numbers, computed again
 
 
+@pytest.mark.parametrize(("executor", "shown"), [('"dask:"', "'dask:'"),
+                                                 ('"dask:  "', "'dask:  '"),
+                                                 ("yarn", "'yarn'"), ("3", "3")])
+def test_a_sweep_files_executor_follows_the_flags_rule_at_load_time(tmp_path, executor, shown):
+    """Issue 26: `executor: "dask:"` passed validation and then failed naming --executor, a
+    flag the user never passed; the file's value is refused at load time, with its line."""
+    path = _sweep_file(tmp_path, f"executor: {executor}\n" + SMALL)
+    with pytest.raises(SweepError) as info:
+        load_sweep(path)
+    assert [str(p) for p in info.value.problems] == [
+        f"{path}:4: 'executor' must be local, dask or dask:ADDRESS, got {shown}"]
+
+
+def test_a_sweep_files_dask_address_is_kept(tmp_path):
+    path = _sweep_file(tmp_path, "executor: dask:tcp://scheduler:8786\n" + SMALL)
+    assert load_sweep(path).executor == "dask:tcp://scheduler:8786"
+
+
 def test_names_mlflow_refuses_and_unbounded_resamples_fail_before_anything_runs(tmp_path,
                                                                                  store_uri):
     """Issue 18 item 3: a row named '.' or '..' (metric keys gauge/<m>/./mean are not plain

@@ -38,6 +38,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from kebab_mlflow import vocabulary as vocab
+from kebab_mlflow.comparison.checks import check_pair, shared_rows
 from kebab_mlflow.comparison.records import (
     DEFAULT_PRIMARY,
     KINDS,
@@ -52,141 +53,23 @@ from kebab_mlflow.comparison.records import (
 from kebab_mlflow.errors import ComparisonRefused, Problem
 from kebab_mlflow.evaluation.per_query import PerQueryRow
 from kebab_mlflow.formatting import number
-from kebab_mlflow.metrics.registry import METRICS, MRR_CUTOFF
+from kebab_mlflow.metrics.registry import MRR_CUTOFF, Level, parse_metric
 from kebab_mlflow.records import VERSION_KEYS
-from kebab_mlflow.vocabulary import RunStatus
 
-CHUNK_ID_VERSIONS = ("parser_version", "chunker_version")
 PRIMARY_TAG = vocab.PRIMARY_METRIC
 
 
 def doc_variant(name: str) -> str:
     """The doc-level counterpart of a chunk-level metric name (others unchanged)."""
-    m = METRICS.get(name)
-    if m is None or m.level != "chunk":
+    m = parse_metric(name)
+    if m is None or m.level != Level.CHUNK:
         return name
     return name[: -len("_chunk")] + "_doc" if name.endswith("_chunk") else name + "_doc"
 
 
 def _higher_is_better(name: str) -> bool:
-    m = METRICS.get(name)
+    m = parse_metric(name)
     return True if m is None else m.higher_is_better
-
-
-# ---------------------------------------------------------------------------------------------
-# checks
-
-
-def _side_problems(side: RunSide, role: str) -> list[Problem]:
-    problems = []
-    if side.status != RunStatus.FINISHED:
-        problems.append(Problem(f"run {side.run_id} ({side.name}) is {side.status}; only "
-                                "FINISHED runs can be compared", role))
-    tag = side.tags.get(vocab.PER_QUERY_SHA256)
-    if not tag:
-        problems.append(Problem(f"run {side.run_id} has no kebab.per_query_sha256 tag "
-                                "(not a kebab-mlflow eval run?)", role))
-    elif side.per_query_sha256 != tag:
-        problems.append(Problem(
-            f"per_query.jsonl of run {side.run_id} does not match its kebab.per_query_sha256 "
-            f"tag (sha256 {side.per_query_sha256}, tag {tag}): tampered with or truncated",
-            role))
-    ids = [r.id for r in side.rows]
-    if len(set(ids)) != len(ids):
-        dup = sorted(i for i, c in Counter(ids).items() if c > 1)
-        problems.append(Problem(f"per_query.jsonl of run {side.run_id} repeats query ids: "
-                                f"{', '.join(dup[:10])}", role))
-    return problems
-
-
-def _golden_check(baseline: RunSide, candidate: RunSide, options: CompareOptions,
-                  problems: list[Problem], warnings: list[str]) -> None:
-    g_base = baseline.tags.get(vocab.GOLDEN_SHA256)
-    g_cand = candidate.tags.get(vocab.GOLDEN_SHA256)
-    if g_base and g_base == g_cand:
-        return
-    what = (f"different golden sets ({baseline.params.get('golden_set')} sha256 "
-            f"{(g_base or 'unknown')[:12]} vs {candidate.params.get('golden_set')} sha256 "
-            f"{(g_cand or 'unknown')[:12]})")
-    if options.allow_golden_mismatch:
-        warnings.append(f"{what}: comparing the shared query ids only")
-    else:
-        problems.append(Problem(f"{what}; pass --allow-golden-mismatch to compare the "
-                                "shared query ids", "golden set"))
-
-
-def _chunk_ids_comparable(baseline: RunSide, candidate: RunSide, options: CompareOptions,
-                          problems: list[Problem], notes: list[str]) -> bool:
-    vb, vc = baseline.versions, candidate.versions
-    changed = [k for k in CHUNK_ID_VERSIONS if vb[k] != vc[k] or vb[k] == "unknown"]
-    if not changed:
-        return True
-    detail = ", ".join(f"{k} {vb[k]} → {vc[k]}" for k in changed)
-    msg = (f"chunk ids are not comparable ({detail}): DOC-LEVEL comparison, chunk-level "
-           "metrics replaced by their _doc variants")
-    if options.strict:
-        problems.append(Problem(msg + " (--strict refuses this)", "versions"))
-    notes.append(msg)
-    return False
-
-
-def _provenance_check(baseline: RunSide, candidate: RunSide, options: CompareOptions,
-                      problems: list[Problem], warnings: list[str]) -> None:
-    found = []
-    cb = baseline.tags.get(vocab.GIT_COMMIT, "unknown")
-    cc = candidate.tags.get(vocab.GIT_COMMIT, "unknown")
-    if "unknown" in (cb, cc):
-        found.append(f"git commit unknown (baseline {cb}, candidate {cc})")
-    elif cb != cc:
-        found.append(f"different git commits (baseline {cb}, candidate {cc})")
-    for role, side in (("baseline", baseline), ("candidate", candidate)):
-        if side.tags.get(vocab.GIT_DIRTY) == "true":
-            found.append(f"the {role} run was made from a dirty working tree")
-    for p in found:
-        if options.strict:
-            problems.append(Problem(p + " (--strict refuses this)", "provenance"))
-        else:
-            warnings.append(p)
-
-
-def _check(baseline: RunSide, candidate: RunSide, options: CompareOptions
-           ) -> tuple[list[Problem], list[str], list[str], bool]:
-    """(problems, warnings, notes, chunk ids comparable)."""
-    problems = _side_problems(baseline, "baseline") + _side_problems(candidate, "candidate")
-    warnings: list[str] = []
-    notes: list[str] = []
-    _golden_check(baseline, candidate, options, problems, warnings)
-    chunk_ok = _chunk_ids_comparable(baseline, candidate, options, problems, notes)
-    _provenance_check(baseline, candidate, options, problems, warnings)
-    if baseline.experiment and candidate.experiment and baseline.experiment != candidate.experiment:
-        notes.append(f"the runs are in different experiments (baseline in "
-                     f"{baseline.experiment!r}, candidate in {candidate.experiment!r})")
-    return problems, warnings, notes, chunk_ok
-
-
-def _shared_rows(baseline: RunSide, candidate: RunSide, options: CompareOptions,
-                 problems: list[Problem], warnings: list[str]
-                 ) -> tuple[list[tuple[PerQueryRow, PerQueryRow]], dict[str, int]]:
-    """The (baseline, candidate) row pairs of the shared query ids, and the dropped counts."""
-    by_id_c = {r.id: r for r in candidate.rows}
-    ids_b = {r.id for r in baseline.rows}
-    shared = [(r, by_id_c[r.id]) for r in baseline.rows if r.id in by_id_c]
-    dropped = {"baseline_only": len(ids_b - by_id_c.keys()),
-               "candidate_only": len(by_id_c.keys() - ids_b)}
-    unread = any(vocab.PER_QUERY_SHA256 in p.message for p in problems)
-    if (dropped["baseline_only"] or dropped["candidate_only"]) and not unread:
-        if options.allow_golden_mismatch:
-            warnings.append(f"dropped {dropped['baseline_only']} baseline-only and "
-                            f"{dropped['candidate_only']} candidate-only queries; "
-                            f"{len(shared)} shared")
-        elif not any(p.location == "golden set" for p in problems):
-            problems.append(Problem(
-                f"the runs scored different queries ({dropped['baseline_only']} baseline-only, "
-                f"{dropped['candidate_only']} candidate-only) although their golden sets match",
-                "golden set"))
-    if not shared and not unread and not problems:
-        problems.append(Problem("the runs share no query id", "golden set"))
-    return shared, dropped
 
 
 # ---------------------------------------------------------------------------------------------
@@ -472,8 +355,11 @@ def compare_runs(baseline: RunSide, candidate: RunSide,
                  options: CompareOptions | None = None) -> Comparison:
     """Check the pair, then compare; raises :class:`ComparisonRefused` listing every problem."""
     options = options or CompareOptions()
-    problems, warnings, notes, chunk_ok = _check(baseline, candidate, options)
-    pairs, dropped = _shared_rows(baseline, candidate, options, problems, warnings)
+    check = check_pair(baseline, candidate, options)
+    shared = shared_rows(baseline, candidate, options, check)
+    findings = check.findings + shared.findings
+    pairs, dropped, chunk_ok = shared.pairs, shared.dropped, check.chunk_ids_comparable
+    problems, warnings = list(findings.problems), list(findings.warnings)
     private = baseline.private or candidate.private
     by_first_rank = all(lv in (r.first_relevant_rank or {}) for side in (baseline, candidate)
                         for r in side.rows for lv in ("chunk", "doc"))
@@ -497,7 +383,7 @@ def compare_runs(baseline: RunSide, candidate: RunSide,
     return Comparison(verdict=verdict, reasons=tuple(reasons), rule=rule_text(options), level=level,
                       baseline=baseline.summary(),
                       candidate=candidate.summary(), versions=versions, warnings=tuple(warnings),
-                      notes=tuple(notes), options=options,
+                      notes=findings.notes, options=options,
                       n_queries=len(queries), n_with_truth=n_truth, dropped=dropped,
                       metrics=tuple(metrics), queries=queries, private=private, counts=counts,
                       primary_source=source)

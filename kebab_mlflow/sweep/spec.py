@@ -19,6 +19,7 @@ from kebab_mlflow import names
 from kebab_mlflow import vocabulary as vocab
 from kebab_mlflow.errors import ConfigError, Problem, SweepError
 from kebab_mlflow.stats.gauge import GaugeMetric
+from kebab_mlflow.sweep.executors import EXECUTOR_RULE, is_executor
 from kebab_mlflow.vocabulary import RunStatus
 from kebab_mlflow.yaml_source import child, location, parse, sequence_items
 
@@ -321,10 +322,9 @@ def check_publishable(spec: SweepSpec, data: Mapping[str, Any], node: Any) -> Sw
         problems.append(Problem(f"the row names joined ({len(joined)} characters, param 'rows') "
                                 f"are over MLflow's {names.MAX_PARAM_VALUE}", where("rows")))
     executor = data.get("executor", "local")
-    if not (isinstance(executor, str) and (executor in ("local", "dask")
-                                           or executor.startswith("dask:"))):
-        problems.append(Problem(f"'executor' must be local, dask or dask:ADDRESS, got "
-                                f"{executor!r}", where("executor")))
+    if not is_executor(executor):
+        problems.append(Problem(f"'executor' {EXECUTOR_RULE}, got {executor!r}",
+                                where("executor")))
     if problems:
         raise SweepError(f"invalid sweep file {source}", problems)
     return dataclasses.replace(spec, executor=executor)
