@@ -16,7 +16,7 @@ from kebab_mlflow.metrics.aggregate import (
     aggregate_block,
     metric_key,
 )
-from kebab_mlflow.metrics.registry import MetricDef, register
+from kebab_mlflow.metrics.registry import Level, MetricDef, parse_metric, registry
 from kebab_mlflow.metrics.retrieval import (
     RelevanceTable,
     first_appearance,
@@ -155,7 +155,8 @@ def test_cutoffs_never_exceed_the_depth_and_mrr_needs_10():
     hit = Hit(chunk_id="d#0", doc_id="d", score=1.0, rank=1)
     scores = score_results(q, [QueryResult(query_id="q", hits=(hit,))], 5, cutoffs_for(5))
     assert "mrr" not in scores and "hit_at_10" not in scores and "hit_at_5" in scores
-    assert "precision_at_100_doc" in METRICS  # registered by cutoffs_for(100)
+    assert "precision_at_100_doc" not in METRICS  # a run's cut-off registers nothing
+    assert parse_metric("precision_at_100_doc").k == 100  # its name defines it
 
 
 # --- doc level -----------------------------------------------------------------------------
@@ -298,8 +299,42 @@ def test_unknown_metric_lists_the_valid_ones():
 
 
 def test_registering_a_metric_twice_is_refused():
+    again = MetricDef(name="mrr", level=Level.CHUNK, description="again", family="mrr")
     with pytest.raises(ValueError, match="registered twice"):
-        register(MetricDef(name="mrr", level="chunk", description="again", family="mrr"))
+        registry(iter([METRICS["mrr"], again]))
+
+
+def test_the_registry_is_read_only():
+    with pytest.raises(TypeError):
+        METRICS["hit_at_7"] = METRICS["hit_at_5"]  # type: ignore[index]
+
+
+@pytest.mark.parametrize(("name", "family", "k", "level"), [
+    ("ndcg_at_10_doc", "ndcg", 10, "doc"), ("ndcg_at_100_doc", "ndcg", 100, "doc"),
+    ("hit_at_7", "hit", 7, "chunk"), ("hit_at_7_doc", "hit", 7, "doc"),
+    ("precision_at_1000_chunk", "precision", 1000, "chunk"), ("mrr", "mrr", 10, "chunk"),
+    ("mrr_doc", "mrr", 10, "doc"), ("r_precision_chunk", "r_precision", None, "chunk"),
+    ("map_doc", "map", None, "doc"), ("judged_at_20_doc", "judged", 20, "doc"),
+    ("contains_all", "contains_all", None, "answer"), ("error_rate", "error_rate", None, "run"),
+])
+def test_a_metric_is_parsed_from_its_name_and_spells_it_back(name, family, k, level):
+    metric = parse_metric(name)
+    assert (metric.name, metric.family, metric.k, metric.level) == (name, family, k, level)
+
+
+@pytest.mark.parametrize("name", ["hit_at_5_chunk", "precision_at_5", "judged_at_5_chunk",
+                                  "mrr_at_5", "ndcg_at_0_doc", "ndcg_doc", "hit@5", "recall"])
+def test_names_that_are_not_the_canonical_spelling_parse_to_nothing(name):
+    assert parse_metric(name) is None
+
+
+def test_a_parsed_metric_carries_its_computation():
+    ranked = [["a", "x", "b"], ["x", "y", "z"]]
+    table = RelevanceTable.from_rankings(ranked, [{"a": 1, "b": 1}, {"q": 1}], 3)
+    # query 1: relevant at ranks 1 and 3 of 3; query 2: nothing relevant retrieved
+    assert parse_metric("precision_at_3_chunk").score(table).tolist() == [2 / 3, 0.0]
+    assert parse_metric("hit_at_2").score(table).tolist() == [1.0, 0.0]
+    assert parse_metric("recall_at_2_chunk").score(table).tolist() == [0.5, 0.0]
 
 
 # --- average precision, R-precision, judged_at_k (hand-computed) -----------------------------

@@ -66,7 +66,7 @@ def _run_row(r, baseline: str | None, metrics: list[str], full: bool) -> list[st
     from kebab_mlflow.formatting import number
 
     kind = r.tags.get(vocab.KIND, "")
-    preset = r.params.get("preset", "") if kind in ("", vocab.RunKind.EVAL) else kind
+    preset = r.params.get(vocab.PRESET, "") if kind in ("", vocab.RunKind.EVAL) else kind
     return [("* " if r.run_id == baseline else "") + (r.run_name or ""),
             r.run_id if full else r.run_id[:SHORT_ID], r.status, preset,
             *(number(r.metrics.get(m)) for m in metrics), r.tags.get(vocab.VERDICT, "")]

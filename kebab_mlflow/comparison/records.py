@@ -66,8 +66,9 @@ class RunSide:
 
     def summary(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "name": self.name, "status": self.status,
-                "preset": self.params.get("preset"), "backend": self.params.get("backend"),
-                "golden_set": self.params.get("golden_set"),
+                "preset": self.params.get(vocab.PRESET),
+                "backend": self.params.get(vocab.BACKEND),
+                "golden_set": self.params.get(vocab.GOLDEN_SET),
                 "golden_sha256": self.tags.get(vocab.GOLDEN_SHA256),
                 "git_commit": self.tags.get(vocab.GIT_COMMIT),
                 "git_dirty": self.tags.get(vocab.GIT_DIRTY),

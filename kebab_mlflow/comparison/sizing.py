@@ -23,7 +23,7 @@ import numpy as np
 from kebab_mlflow import vocabulary as vocab
 from kebab_mlflow.comparison.records import DEFAULT_PRIMARY, RunSide
 from kebab_mlflow.errors import InputError, Problem
-from kebab_mlflow.metrics.registry import METRICS
+from kebab_mlflow.metrics.registry import parse_metric
 from kebab_mlflow.stats.power import POWER, delta_sd, loss_size, mde, queries_needed
 
 DEFAULT_DELTAS = (0.01, 0.02, 0.05)
@@ -76,7 +76,8 @@ def power_report(side: RunSide, metric: str | None = None, deltas: Sequence[floa
         size = loss_size(sample)
     else:
         sample = np.array(list(values.values()))
-        lower_is_better = metric in METRICS and not METRICS[metric].higher_is_better
+        known = parse_metric(metric)
+        lower_is_better = known is not None and not known.higher_is_better
         size = loss_size(1 - sample if lower_is_better else sample)
     sd, size = delta_sd(sample) or 0.0, size or 0.0
     drops = tuple(deltas) or DEFAULT_DELTAS

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from kebab_mlflow import names, progress
+from kebab_mlflow import vocabulary as vocab
 from kebab_mlflow.config import build_config, digest, flatten, redacted
 from kebab_mlflow.errors import ConfigError
 from kebab_mlflow.evaluation.per_query import PerQueryRow, read_per_query
@@ -42,16 +43,18 @@ class PipelineSource:
     target: str | None = None  # the target spec (credentials are stripped when recorded)
 
     def params(self) -> dict[str, Any]:
-        params: dict[str, Any] = {"preset": self.preset, "backend": self.backend}
+        params: dict[str, Any] = {vocab.PRESET: self.preset, vocab.BACKEND: self.backend}
         if self.target:
             from kebab_mlflow.targets.spec import logged_options, without_credentials
 
-            params["target"] = without_credentials(self.target.split("?")[0])
-            params.update({f"target.{k}": v for k, v in logged_options(self.target).items()})
+            params[vocab.TARGET] = without_credentials(self.target.split("?")[0])
+            params.update({f"{vocab.TARGET_PREFIX}{k}": v
+                           for k, v in logged_options(self.target).items()})
         if self.corpus is not None:
-            params["corpus"] = self.corpus
+            params[vocab.CORPUS] = self.corpus
         if self.config is not None:
-            params.update({f"config.{k}": v for k, v in redacted(flatten(self.config)).items()})
+            params.update({f"{vocab.CONFIG_PREFIX}{k}": v
+                           for k, v in redacted(flatten(self.config)).items()})
         return params
 
     def config_digest(self) -> str:
@@ -95,11 +98,13 @@ class EvalResult:
 
     def params(self) -> dict[str, Any]:
         """The run's params: versions, pipeline, depth, cut-offs, golden set, seed."""
-        return {**self.versions.as_dict(), **_first(self.source.params(), "preset", "backend"),
-                "k": self.k, "cutoffs": ",".join(map(str, self.cutoffs)),
-                "golden_set": self.golden.name, "n_queries": len(self.golden), "seed": self.seed,
-                **({} if self.ask is None else {"ask": "all" if self.ask else "none"}),
-                **_rest(self.source.params(), "preset", "backend")}
+        pipeline = self.source.params()
+        return {**self.versions.as_dict(), **_first(pipeline, vocab.PRESET, vocab.BACKEND),
+                vocab.K: self.k, vocab.CUTOFFS: ",".join(map(str, self.cutoffs)),
+                vocab.GOLDEN_SET: self.golden.name, vocab.N_QUERIES: len(self.golden),
+                vocab.SEED: self.seed,
+                **({} if self.ask is None else {vocab.ASK: "all" if self.ask else "none"}),
+                **_rest(pipeline, vocab.PRESET, vocab.BACKEND)}
 
 
 def _first(params: Mapping[str, Any], *keys: str) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import json
 import math
 import shutil
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -130,7 +130,7 @@ def prepare(options: RunOptions, on_status: Callable[[str], None] = lambda s: No
     check_traces(options.traces, golden)
     config = build_config(options.preset, dict(options.overrides))
     cutoffs = tuple(run_cutoffs(options.k, options.cutoffs))
-    _check_primary_metric(golden)  # after the cut-offs: they register their metrics
+    _check_primary_metric(golden, cutoffs)
     if options.target:
         pipeline, source = as_pipeline(options.target, options.concurrency, golden)
     else:
@@ -152,16 +152,17 @@ def corpus_to_use(explicit: str | None, golden: GoldenSet) -> str:
     return explicit or golden.corpus or DEFAULT_CORPUS
 
 
-def _check_primary_metric(golden: GoldenSet) -> None:
-    """The golden set's primary_metric must name a metric (compare decides on it)."""
-    from kebab_mlflow.metrics.registry import METRICS
+def _check_primary_metric(golden: GoldenSet, cutoffs: Sequence[int]) -> None:
+    """The golden set's primary_metric must name a metric this run reports (compare decides
+    on it): a standard one or one at the run's cut-offs."""
+    from kebab_mlflow.metrics.registry import run_metric_names
 
-    name = golden.primary_metric
-    if name is not None and name not in METRICS:
+    name, valid = golden.primary_metric, run_metric_names(cutoffs)
+    if name is not None and name not in valid:
         from kebab_mlflow.errors import GoldenSetError, Problem
 
         raise GoldenSetError(f"invalid golden set {golden.path}", [Problem(
-            f"unknown primary_metric {name!r}; valid metrics: {', '.join(sorted(METRICS))}",
+            f"unknown primary_metric {name!r}; valid metrics: {', '.join(sorted(valid))}",
             golden.path)])
 
 
