@@ -1,8 +1,8 @@
 """BM25: kebab-mlflow's lexical backend against bm25s on SciFact test, same tokenization.
 
 Both sides index the same texts (title + abstract, chunker.mode=document) and use the same
-tokenizer (kebab_mlflow.text.tokenize: lowercase, sklearn English stop words, Snowball English
-stems): bm25s is fed our token lists, and the time to tokenize is counted on both sides.
+tokenizer (kebab_mlflow.pipeline.text.tokenize: lowercase, sklearn English stop words, Snowball
+English stems): bm25s is fed our token lists, and the time to tokenize is counted on both sides.
 Same parameters: k1=0.9, b=0.4, Lucene idf. Query side: one batch of all 300 test queries,
 top 100. Effectiveness: nDCG@10 by pytrec_eval (trec_eval ndcg_cut_10) for both runs.
 
