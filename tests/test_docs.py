@@ -133,3 +133,25 @@ def test_the_site_builds_in_strict_mode(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr + res.stdout
     assert "WARNING" not in res.stderr, res.stderr
     assert (site / "index.html").is_file() and (site / "design" / "index.html").is_file()
+
+
+# A repository path the documentation names (placeholders such as <folder> and globs left out).
+PATH_IN_DOCS = re.compile(
+    r"(?<![\w./-])((?:kebab_mlflow|tests|bench|scripts|fixtures|examples)/[\w./<>*-]*)")
+
+
+def _named_path(match: re.Match[str]) -> str | None:
+    """The path a match names, None for a placeholder or glob (kebab-recovery/<folder>)."""
+    path = match[1].rstrip(".-/")
+    return None if "<" in path or "*" in path else path
+
+
+def test_every_repository_path_the_docs_name_exists() -> None:
+    """A page that names a module by its old path after the module moved is out of date."""
+    missing = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+            named = [p for m in PATH_IN_DOCS.finditer(line) if (p := _named_path(m))]
+            missing += [f"{page.relative_to(ROOT)}:{number}: {p}" for p in named
+                        if not (ROOT / p).exists()]
+    assert missing == [], "\n".join(missing)
