@@ -249,7 +249,7 @@ class Tracker:
         """Under ``mlflow run`` (MLproject): the project's run, ``$MLFLOW_RUN_ID``, when it is a
         RUNNING run of this store. A run kebab-mlflow starts without a parent of its own (an
         eval, a sweep's or tune's parent) nests under it, so the project run is the umbrella
-        of what its entry point made (README "Running through `mlflow run`")."""
+        of what its entry point made (docs/cli.md, "Running through `mlflow run`")."""
         run_id = os.environ.get("MLFLOW_RUN_ID")
         if not run_id:
             return None
