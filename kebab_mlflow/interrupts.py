@@ -7,7 +7,13 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
+from typing import Any
+
+# what signal.signal returns: a handler, SIG_DFL / SIG_IGN, or None (set outside Python)
+Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
 
 #: ``NAME=MARKER``: at checkpoint NAME, append this process's pid to MARKER and wait (up to a
 #: minute) for a signal. A test hook (tests/test_signals.py, bench/bench_faults.py): the test
@@ -22,7 +28,8 @@ _deferring: list[signals_deferred] = []  # the blocks holding signals now (inner
 class sigterm_as_interrupt:  # noqa: N801 - used as a context manager
     """Within the block, SIGTERM raises KeyboardInterrupt (main thread only; elsewhere a no-op)."""
 
-    def __enter__(self):
+    def __enter__(self) -> sigterm_as_interrupt:
+        self.previous: Handler | None
         try:
             self.previous = signal.signal(signal.SIGTERM, self._raise)
         except ValueError:  # not the main thread
@@ -30,10 +37,10 @@ class sigterm_as_interrupt:  # noqa: N801 - used as a context manager
         return self
 
     @staticmethod
-    def _raise(signum, frame):
+    def _raise(signum: int, frame: FrameType | None) -> None:
         raise KeyboardInterrupt
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         if self.previous is not None:
             signal.signal(signal.SIGTERM, self.previous)
 
@@ -43,9 +50,9 @@ class signals_deferred:  # noqa: N801 - used as a context manager
     not cut short the creation of a run (its id would be lost) nor the cleanup that ends it
     KILLED. The caller decides what a noted signal means."""
 
-    def __enter__(self):
+    def __enter__(self) -> signals_deferred:
         self.caught: list[int] = []
-        self.previous = {}
+        self.previous: dict[int, Handler] = {}
         for signum in (signal.SIGINT, signal.SIGTERM):
             try:
                 self.previous[signum] = signal.signal(signum, self._note)
@@ -54,10 +61,10 @@ class signals_deferred:  # noqa: N801 - used as a context manager
         _deferring.append(self)
         return self
 
-    def _note(self, signum, frame):
+    def _note(self, signum: int, frame: FrameType | None) -> None:
         self.caught.append(signum)
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         _deferring.remove(self)
         for signum, handler in self.previous.items():
             signal.signal(signum, handler)
