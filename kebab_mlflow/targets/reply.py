@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from kebab_mlflow.errors import ReplyError
+from kebab_mlflow.errors import ReplyError as ReplyError  # re-exported: the targets raise it
 from kebab_mlflow.records import Answer, Hit
 
 ERROR_SNIPPET = 200
