@@ -347,12 +347,18 @@ rows:
 """)
 
 
-def _until(what: str, ready, timeout: float = 120.0):
-    """Wait for an event (a file, a process gone), polling; fail after ``timeout``."""
+def _until(what: str, ready, timeout: float = 600.0, proc=None):
+    """Wait for an event (a file, a process gone), polling; fail at once if ``proc`` (the
+    process that should cause it) ended first, else after ``timeout`` — a bound on a hang,
+    not a guess of how long the work takes (a loaded machine took over 120 s to start a
+    Dask row)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if (value := ready()):
             return value
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"the process ended (exit {proc.returncode}) before {what}: "
+                                 f"{proc.stderr.read()[-2000:] if proc.stderr else ''}")
         time.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what}")
 
@@ -392,7 +398,7 @@ def test_sigterm_with_jobs_ends_runs_killed_without_idle_worker_tracebacks(tmp_p
     statuses = {r.info.run_name: r.info.status for r in runs_in(store_uri)}
     assert "RUNNING" not in statuses.values(), statuses
     assert list(statuses.values()).count("KILLED") == 2  # the parent and the slow row
-    _until("the worker to exit", lambda: not _alive(worker), 60)
+    _until("the worker to exit", lambda: not _alive(worker))
 
 
 def test_sigkill_of_the_sweep_takes_its_workers_and_resume_ends_stale_children(tmp_path,
@@ -404,7 +410,7 @@ def test_sigkill_of_the_sweep_takes_its_workers_and_resume_ends_stale_children(t
     with proc:
         proc.kill()
         proc.wait(timeout=60)
-    _until("the orphaned worker to exit", lambda: not _alive(worker), 60)
+    _until("the orphaned worker to exit", lambda: not _alive(worker))
     runs = {r.info.run_name: r for r in runs_in(store_uri)}
     parent = runs["sweep"]
     assert parent.info.status == "RUNNING"  # SIGKILL: nobody could end it

@@ -52,7 +52,12 @@ from kebab_mlflow import progress
 from kebab_mlflow import vocabulary as vocab
 from kebab_mlflow.errors import InputError, RunInterrupted
 from kebab_mlflow.formatting import number
-from kebab_mlflow.interrupts import checkpoint, signals_deferred, sigterm_as_interrupt
+from kebab_mlflow.interrupts import (
+    checkpoint,
+    raise_if_interrupted,
+    signals_deferred,
+    sigterm_as_interrupt,
+)
 from kebab_mlflow.sweep.executors import check_executor, make_executor
 from kebab_mlflow.sweep.outputs import compute_gauge, overall_state, publish_sweep
 from kebab_mlflow.sweep.spec import (
@@ -68,6 +73,7 @@ from kebab_mlflow.vocabulary import RunStatus
 ROW_TAG = vocab.SWEEP_ROW
 SWEEP_KIND = vocab.RunKind.SWEEP
 LOST_TAG = vocab.SWEEP_ROW_LOST
+ROW_POLL_S = 0.5  # how often the row loop looks for a noted signal while rows run
 
 
 # --------------------------------------------------------------------------- one row
@@ -280,7 +286,10 @@ def _run_rows(spec: SweepSpec, pending: Sequence[SweepRow], runner: Any,
                 row = queue.popleft()
                 on_event(f"row {row.name}: running ({row.shown_preset})")
                 in_flight[runner.submit(execute_row, options(row), spec.gauge_metrics)] = row
-            done, _ = wait(list(in_flight), return_when=FIRST_COMPLETED)
+            # in short waits: a signal whose KeyboardInterrupt a gc callback swallowed (Dask's
+            # scheduler runs one here) is acted on while rows are still running
+            done, _ = wait(list(in_flight), timeout=ROW_POLL_S, return_when=FIRST_COMPLETED)
+            raise_if_interrupted()
             for future in done:
                 row = in_flight.pop(future)
                 outcomes[row.name] = _outcome(spec, row, _reply(future))

@@ -254,13 +254,20 @@ CHECK_EVERY_S = 0.5
 
 def run_cancellable(event_name: str, fn: Callable, *args: Any) -> Any:
     """On a Dask worker: run ``fn`` while a watcher thread checks the sweep's cancel event
-    twice a second; once it is set, KeyboardInterrupt is raised in this task's thread (CPython's
-    ``PyThreadState_SetAsyncExc``: at its next Python instruction, even inside a user's target),
-    so the row ends KILLED as it would in a local process."""
+    twice a second; once it is set, the interrupt is noted (:mod:`kebab_mlflow.interrupts`:
+    the row's next checkpoint raises it) and KeyboardInterrupt is raised in this task's thread
+    (CPython's ``PyThreadState_SetAsyncExc``: at its next Python instruction, even inside a
+    user's target), so the row ends KILLED as it would in a local process. Raised once: an
+    interrupt that lands in a gc callback (Dask's own ``distributed/gc.py``) is dropped by the
+    interpreter, quietly (the unraisable hook), and the noted flag stops the row at its next
+    checkpoint — raising again could cut short the clean-up that ends its run KILLED."""
     import distributed
 
+    from kebab_mlflow import interrupts
     from kebab_mlflow.errors import RunInterrupted
 
+    interrupts.clear_interrupt()  # a worker of a cluster we do not own runs later sweeps too
+    interrupts.install_unraisable_hook()
     event = distributed.Event(event_name)
     if event.is_set():  # queued when the sweep was interrupted: never starts
         raise RunInterrupted("the sweep was interrupted before this row started")
@@ -271,6 +278,7 @@ def run_cancellable(event_name: str, fn: Callable, *args: Any) -> Any:
         while not finished.wait(CHECK_EVERY_S):
             with contextlib.suppress(Exception):
                 if event.is_set() and not finished.is_set():
+                    interrupts.request_interrupt()
                     ctypes.pythonapi.PyThreadState_SetAsyncExc(
                         ctypes.c_ulong(task_thread), ctypes.py_object(KeyboardInterrupt))
                     return
@@ -281,3 +289,6 @@ def run_cancellable(event_name: str, fn: Callable, *args: Any) -> Any:
         return fn(*args)
     finally:
         finished.set()
+        watcher.join()
+        # an interrupt injected just as the row returned must not escape into Dask's worker
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(task_thread), None)

@@ -26,7 +26,7 @@ from mlflow.tracking import MlflowClient
 
 from kebab_mlflow import vocabulary as vocab
 from kebab_mlflow.errors import RunNotFoundError, TrackingError
-from kebab_mlflow.interrupts import checkpoint
+from kebab_mlflow.interrupts import checkpoint, raise_if_interrupted
 from kebab_mlflow.progress import warn
 from kebab_mlflow.records import RunRecord
 from kebab_mlflow.tracking import ui_view
@@ -397,6 +397,8 @@ class Tracker:
         return count
 
     def end_run(self, run_id: str, status: str = RunStatus.FINISHED) -> None:
+        if status == RunStatus.FINISHED:  # a signal a callback swallowed still ends it KILLED
+            raise_if_interrupted()
         self.client.set_terminated(run_id, status)
 
     def end_run_quietly(self, run_id: str, status: str) -> bool:
