@@ -5,9 +5,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 
-def _pyplot():
+def _pyplot() -> Any:  # matplotlib.pyplot, imported when a plot is drawn
     import matplotlib
 
     matplotlib.use("Agg")
@@ -104,8 +105,9 @@ def optimization_history(values: Sequence[float | None], path: Path, title: str,
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
     trials = [i for i, v in enumerate(values) if v is not None]
-    scores = [values[i] for i in trials]
-    best, running = [], float("-inf")
+    scores = [v for v in values if v is not None]  # in the order of ``trials``
+    best: list[float] = []
+    running = float("-inf")
     for v in scores:
         running = max(running, v)
         best.append(running)
