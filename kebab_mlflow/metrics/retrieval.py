@@ -55,7 +55,7 @@ class RelevanceTable:
     @cached_property
     def relevant_or_one(self) -> np.ndarray:
         """The recall denominator: the query's relevant items, 1 where it has none."""
-        return np.maximum(self.n_relevant, 1).astype(np.float64)
+        return np.asarray(np.maximum(self.n_relevant, 1), dtype=np.float64)
 
     @cached_property
     def relevant_hits(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
