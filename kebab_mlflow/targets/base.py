@@ -36,7 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from kebab_mlflow.records import Answer, Hit, VersionSnapshot
 from kebab_mlflow.targets.reply import ReplyError
-from kebab_mlflow.targets.spec import redacted
+from kebab_mlflow.redaction import redacted
 
 #: Reply of one query: (hits, answer | None, error | None, seconds).
 Reply = tuple[tuple[Hit, ...], Answer | None, str | None, float]

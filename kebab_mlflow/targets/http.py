@@ -14,6 +14,7 @@ import urllib.request
 from collections.abc import Mapping
 
 from kebab_mlflow.errors import TargetError
+from kebab_mlflow.redaction import redacted, register_url_credentials
 from kebab_mlflow.records import VERSION_KEYS, Answer, Hit, VersionSnapshot
 from kebab_mlflow.targets.base import Target, replace_versions
 from kebab_mlflow.targets.reply import ReplyError, decode_json, parse_reply, snippet, type_name
@@ -21,7 +22,6 @@ from kebab_mlflow.targets.spec import (
     TargetOptions,
     http_options,
     parse_options,
-    redacted,
     snapshot,
 )
 
@@ -141,6 +141,7 @@ def _without_userinfo(url: str) -> str:
 def basic_auth(spec: str) -> str | None:
     """The ``Authorization`` header of ``http://user:password@…`` (None without userinfo)."""
     parts = urllib.parse.urlsplit(spec)
+    register_url_credentials(spec)
     if parts.username is None:
         return None
     pair = f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
