@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from kebab_mlflow.errors import CorpusError, Problem
+from kebab_mlflow.files import json_loads
 
 TEXT_SUFFIXES = (".md", ".markdown", ".txt")
 
@@ -111,7 +111,7 @@ def _parse_beir(raw: bytes, path: Path) -> Corpus:
         if not line.strip():
             continue
         try:
-            rec = json.loads(line)
+            rec = json_loads(line)
             doc_id, text, title = str(rec["_id"]), _string(rec, "text"), _string(rec, "title")
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             problems.append(Problem(f"not a BEIR record ({type(exc).__name__}: {exc})",

@@ -14,8 +14,8 @@ import urllib.request
 from collections.abc import Mapping
 
 from kebab_mlflow.errors import TargetError
-from kebab_mlflow.redaction import redacted, register_url_credentials
 from kebab_mlflow.records import VERSION_KEYS, Answer, Hit, VersionSnapshot
+from kebab_mlflow.redaction import redacted, register_url_credentials
 from kebab_mlflow.targets.base import Target, replace_versions
 from kebab_mlflow.targets.reply import ReplyError, decode_json, parse_reply, snippet, type_name
 from kebab_mlflow.targets.spec import (

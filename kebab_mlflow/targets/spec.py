@@ -15,8 +15,8 @@ from typing import Any
 
 from kebab_mlflow.errors import Problem, TargetError, TargetOptionsError
 from kebab_mlflow.progress import warn
-from kebab_mlflow.redaction import redacted
 from kebab_mlflow.records import UNKNOWN, VERSION_KEYS, VersionSnapshot
+from kebab_mlflow.redaction import redacted
 
 #: Spec options per kind (``?key=value&...``); the five version keys are accepted by all.
 OPTIONS = {
