@@ -8,9 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-
-class TooDeeplyNested(ValueError):
-    """JSON nested deeper than Python's parser recurses (a RecursionError otherwise)."""
+from kebab_mlflow.errors import TooDeeplyNested
 
 
 def json_loads(text: str | bytes) -> Any:

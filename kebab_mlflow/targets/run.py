@@ -44,8 +44,9 @@ from kebab_mlflow.errors import (
     RunFileError,
     TargetError,
     TargetOptionsError,
+    TooDeeplyNested,
 )
-from kebab_mlflow.files import TooDeeplyNested, file_digest, json_loads
+from kebab_mlflow.files import file_digest, json_loads
 from kebab_mlflow.progress import warn
 from kebab_mlflow.records import VERSION_KEYS, Answer, Hit, VersionSnapshot
 from kebab_mlflow.targets.base import Target
@@ -125,7 +126,7 @@ class RankedRun:
         start = int(self.bounds[row])
         end = min(int(self.bounds[row + 1]), start + k)
         docs = self.docs
-        return tuple(Hit(docs[code], docs[code], score, rank)
+        return tuple(Hit(chunk_id=docs[code], doc_id=docs[code], score=score, rank=rank)
                      for rank, (code, score) in enumerate(
                          zip(self.doc_codes[start:end].tolist(),
                              self.scores[start:end].tolist(), strict=True), 1))

@@ -36,7 +36,7 @@ DEFAULT_MAX_BYTES = 16 * 2**20  # an HTTP reply larger than this is that query's
 
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TargetOptions:
     timeout_s: float = DEFAULT_TIMEOUT_S
     retries: int = DEFAULT_RETRIES  # extra attempts after the first, HTTP only
