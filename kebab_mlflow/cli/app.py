@@ -18,6 +18,7 @@ from typer.core import TyperGroup
 
 from kebab_mlflow.errors import KebabError, RunInterrupted
 from kebab_mlflow.interrupts import sigterm_as_interrupt
+from kebab_mlflow.redaction import redacted, redacted_exception
 
 Command = Callable[..., Any]
 
@@ -25,7 +26,7 @@ Command = Callable[..., Any]
 def _report(exc: KebabError) -> None:
     from kebab_mlflow.cli.console import err
 
-    err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+    err.print(f"[bold red]error:[/] {escape(redacted(str(exc)))}", highlight=False, soft_wrap=True)
 
 
 class _App(typer.Typer):
@@ -51,6 +52,9 @@ class _App(typer.Typer):
                 except KeyboardInterrupt:  # before any run existed (a run's own is KILLED)
                     _report(RunInterrupted("interrupted"))
                     raise typer.Exit(RunInterrupted.exit_code) from None
+                except Exception as exc:  # a bug (exit 1): its traceback shows no credential
+                    redacted_exception(exc)
+                    raise
 
             return register(guarded)
 

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from rich.text import Text
 
 from kebab_mlflow.formatting import number
+from kebab_mlflow.redaction import install_log_redaction, redacted
 
 err = Console(stderr=True)
 out = Console()
@@ -113,7 +114,7 @@ class _StderrWarnings(logging.Handler):
     """The library's warnings as ``warning: ...`` lines on the stderr of the moment."""
 
     def emit(self, record: logging.LogRecord) -> None:
-        sys.stderr.write(f"warning: {record.getMessage()}\n")
+        sys.stderr.write(f"warning: {redacted(record.getMessage())}\n")
         sys.stderr.flush()
 
 
@@ -121,6 +122,7 @@ def install() -> None:
     """Route the library's progress and warnings to this terminal (once per process)."""
     from kebab_mlflow import progress
 
+    install_log_redaction()
     progress.set_task_factory(bar_task)
     if not any(isinstance(h, _StderrWarnings) for h in progress.logger.handlers):
         progress.logger.addHandler(_StderrWarnings())
