@@ -74,8 +74,10 @@ def test_identical_runs_are_same_with_zero_deltas_and_the_verdict_is_recorded(st
     data = _json(out)
     assert data["verdict"] == "Same" and data["exit_code"] == 0
     assert {"verdict", "rule", "baseline", "candidate", "metrics", "queries"} <= set(data)
-    # the primary metric alone (chunk-level truth: mrr); unchanged, so out of the correction
-    assert [(m["name"], m["role"]) for m in data["metrics"]] == [("mrr", "primary")]
+    # the primary (chunk-level truth: mrr) and, the set having abstention cases,
+    # abstention_accuracy (issue 27); both unchanged, so out of the correction
+    assert [(m["name"], m["role"]) for m in data["metrics"]] == [
+        ("mrr", "primary"), ("abstention_accuracy", "gate")]
     assert data["settings"]["primary"] == "mrr" and data["settings"]["primary_source"] == \
         "default"
     for m in data["metrics"]:
@@ -276,7 +278,8 @@ def test_tampered_per_query_is_refused(store, tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["--gate", "hit_at_50", "--gate", "mrr"],
      "--gate: unknown gated metric 'hit_at_50' (not in the per-query scores of both runs); "
-     "valid metrics: ask_grounded_rate, citation_validity, contains_all, error_rate, hit_at_1,"),
+     "valid metrics: abstention_accuracy, ask_grounded_rate, citation_validity, contains_all, "
+     "error_rate, hit_at_1,"),
     (["--resamples", "1000000000"], "--resamples must be in [1, 1,000,000], got 1,000,000,000"),
     (["--margin", "-0.1"], "--margin must be >= 0, got -0.1"),
     (["--max-regressions", "-1"], "--max-regressions must be >= 0, got -1"),

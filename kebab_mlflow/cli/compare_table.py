@@ -91,7 +91,7 @@ def _queries(console: Console, c: Comparison, wide: bool, width: int | None) -> 
     if len({q.level for q in listed}) > 1:
         columns["level"] = [q.level for q in listed]
     columns["rank"] = [f"{_r(q.baseline_rank)}→{_r(q.candidate_rank)}" for q in listed]
-    for key in ("contains_all", "refusal"):
+    for key in ("contains_all", "refusal", "abstention"):
         values = [getattr(q, key) or "" for q in listed]
         if any(values):
             columns[key] = values

@@ -9,6 +9,7 @@ from typing import Any
 from kebab_mlflow.errors import Problem
 from kebab_mlflow.evaluation.per_query import PerQueryRow
 from kebab_mlflow.records import VERSION_KEYS
+from kebab_mlflow.stats.alternative import Alternative
 
 # The primary metric when neither --primary nor the golden set's primary_metric names one, by
 # the ground truth the compared queries have (see verdict.default_primary).
@@ -71,6 +72,10 @@ class CompareOptions:
     small_set: int = SMALL_SET
     margin: float | None = None
     max_regressions: int | None = None
+    # gate abstention_accuracy too when both runs carry abstention cases (unanswerable ask
+    # queries): their correct refusals are NaN for contains_all, so nothing else sees them
+    abstention_gate: bool = True
+    alternative: Alternative = Alternative.TWO_SIDED
 
     def __post_init__(self):
         problems = []
@@ -130,6 +135,8 @@ class QueryDiff:
     contains_all: str | None = None  # "gained" | "lost" when it flipped
     refusal: str | None = None  # "started" | "stopped" when it flipped
     top_score_delta: float | None = None
+    # an unanswerable query's outcome change, "correct_refusal → incorrect_answer"
+    abstention: str | None = None
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ def to_json(c: Comparison) -> dict[str, Any]:
                      "allow_golden_mismatch": o.allow_golden_mismatch,
                      "small_set_threshold": o.small_set, "margin": o.margin,
                      "max_regressions": o.max_regressions, "power": 0.8,
+                     "abstention_gate": o.abstention_gate, "alternative": str(o.alternative),
                      "multiple_comparisons": "holm over the gated metrics that changed"},
         "n": {"queries": c.n_queries, "with_ground_truth": c.n_with_truth, **c.dropped},
         "baseline": c.baseline,
@@ -90,13 +91,14 @@ def query_rows(c: Comparison, limit: int | None = None) -> tuple[list[list[str]]
     shown = [q for q in ordered(c.queries)
              if q.kind != "Draw" or q.contains_all or q.refusal]
     rows = [[q.kind, q.id, q.level, _rank_text(q.baseline_rank), _rank_text(q.candidate_rank),
-             q.contains_all or "", q.refusal or "", number(q.top_score_delta, signed=True),
+             q.contains_all or "", q.refusal or "", q.abstention or "",
+             number(q.top_score_delta, signed=True),
              ("(private)" if c.private else (q.query or ""))] for q in shown[:limit]]
     return rows, len(shown) - len(rows)
 
 
 QUERY_COLUMNS = ["kind", "id", "level", "base rank", "cand rank", "contains_all", "refusal",
-                 "top-score Δ", "query"]
+                 "abstention", "top-score Δ", "query"]
 
 
 def headline(c: Comparison) -> str:

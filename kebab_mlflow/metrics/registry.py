@@ -110,6 +110,9 @@ for _name, _desc, _better in (
      "unanswerable one is not counted", True),
     ("refusal_rate", "share of ask queries the pipeline refused (queries that raised are "
      "counted in error_rate instead)", False),
+    ("abstention_accuracy", "the right refusal decision: 1 for a refused unanswerable question "
+     "or an answered answerable one, 0 for an answered unanswerable or a refused answerable "
+     "one", True),
     ("ask_grounded_rate", "share of ask queries answered (not refused) with >= 1 citation", True),
     ("citation_validity", "answered with citations: every cited chunk was among the hits", True),
 ):
