@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = ROOT.parent / "shared"
+# KEBAB_SHARED: the shared datasets folder when the checkout is not next to it (a worktree)
+SHARED = Path(os.environ.get("KEBAB_SHARED", ROOT.parent / "shared"))
 SCIFACT = SHARED / "datasets" / "scifact"
 SCIFACT_CORPUS = SCIFACT / "corpus.jsonl.gz"
 RESULTS = ROOT / "bench" / "results"

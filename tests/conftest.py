@@ -11,7 +11,8 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 GOLDEN = FIXTURES / "golden_queries.yaml"
 KB = FIXTURES / "kb"
-SHARED = ROOT.parent / "shared"
+# KEBAB_SHARED: the shared datasets folder when the checkout is not next to it (a worktree)
+SHARED = Path(os.environ.get("KEBAB_SHARED", ROOT.parent / "shared"))
 
 
 @pytest.fixture(autouse=True)

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from kebab_mlflow.comparison import KINDS, Comparison, headline, ordered
-from kebab_mlflow.comparison.rendering import result_word
+from kebab_mlflow.comparison.rendering import result_word, version_lines
 from kebab_mlflow.formatting import number
 
 NARROW_QUERIES = 20
@@ -34,6 +34,10 @@ def render_table(c: Comparison, width: int | None, wide: bool, color: bool) -> s
     console.print(f"[{_STYLE[c.verdict]}]{_headline(c, wide)}[/]")
     for reason in c.reasons:
         console.print(f"  - {reason}")
+    changes = version_lines(c)
+    console.print("versions: " + ("the same" if not changes else f"{len(changes)} differ"))
+    for line in changes:
+        console.print(f"  {line}", markup=False)
     console.print(_metrics(c, wide))
     _queries(console, c, wide, width)
     console.print(f"rule: {c.rule}")

@@ -46,10 +46,24 @@ def to_json(c: Comparison) -> dict[str, Any]:
         "candidate": c.candidate,
         "versions": [{"key": k, "baseline": b, "candidate": v, "same": s}
                      for k, b, v, s in c.versions],
+        "version_changes": [{"key": k, "baseline": b, "candidate": v, "line": line}
+                            for (k, b, v), line in zip(changed_versions(c),
+                                                       version_lines(c), strict=True)],
         "counts": c.counts,
         "metrics": [asdict(m) for m in c.metrics],
         "queries": [asdict(q) for q in ordered(c.queries)],
     })
+
+
+def changed_versions(c: Comparison) -> list[tuple[str, str, str]]:
+    """(key, baseline, candidate) of each version that differs (or is unknown)."""
+    return [(k, b, v) for k, b, v, same in c.versions if not same]
+
+
+def version_lines(c: Comparison) -> list[str]:
+    """One line per version that differs, as every format prints it."""
+    return [f"{k}: {b} → {v}" if b != v else f"{k}: {b} (unknown: cannot tell if it changed)"
+            for k, b, v in changed_versions(c)]
 
 
 def dumps(c: Comparison) -> str:
@@ -113,6 +127,9 @@ def to_markdown(c: Comparison, query_limit: int = 200) -> str:
     lines += [f"> **{note}**" for note in c.notes] + ([""] if c.notes else [])
     lines += [headline(c), ""]
     lines += [f"- {r}" for r in c.reasons] + [""]
+    changes = version_lines(c)
+    lines += ["**Versions that differ:** " + ("none" if not changes else ""), ""]
+    lines += [f"- {line}" for line in changes] + ([""] if changes else [])
     lines += ["**Rule.** " + c.rule, ""]
     if c.warnings:
         lines += ["## Warnings", ""] + [f"- {w}" for w in c.warnings] + [""]

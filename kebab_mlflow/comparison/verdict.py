@@ -419,7 +419,7 @@ def metric_results(gates: Sequence[tuple[str, str, str]],
     deltas = [c - b for b, c in values]
     tests = paired_tests(deltas, options.resamples, options.seed, options.confidence)
     hibs = [_higher_is_better(name) for _, name, _ in gates]
-    pvalues = [_test_p(t, hib, options) for t, hib in zip(tests, hibs, strict=True)]
+    pvalues = [gate_p(t, hib, options) for t, hib in zip(tests, hibs, strict=True)]
     unchanged = [t.n > 0 and not np.any(d) for t, d in zip(tests, deltas, strict=True)]
     tested = [i for i, p in enumerate(pvalues) if p is not None and not unchanged[i]]
     adjusted = dict(zip(tested, holm(np.array([pvalues[i] for i in tested])), strict=True))
@@ -444,7 +444,7 @@ def metric_results(gates: Sequence[tuple[str, str, str]],
     return out
 
 
-def _test_p(t: PairedTest, higher_is_better: bool, options: CompareOptions) -> float | None:
+def gate_p(t: PairedTest, higher_is_better: bool, options: CompareOptions) -> float | None:
     """The p the gate decides with: two-sided, or one-sided toward "worse" (``less``)."""
     if t.p_value is None or options.alternative is Alternative.TWO_SIDED:
         return t.p_value
