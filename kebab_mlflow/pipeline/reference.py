@@ -133,8 +133,15 @@ class ReferencePipeline:
     def doc_ids(self) -> set[str]:
         return {c.doc_id for c in self.chunks}
 
-    def search(self, query: str, k: int) -> list[Hit]:
-        return self.search_batch([query], k)[0]
+    def warm_up(self) -> None:
+        """Load what the first query would otherwise pay for: the tokenizer (Kiwi takes
+        1–2.6 s, on the first Korean text) and, when answering, the chunk frequencies of the
+        answerer's term weights and the similarity model."""
+        self.tokenize("warm-up 준비")
+        if getattr(self, "answers", True):
+            self.idf("")
+            if self.similarity is not None:
+                self.similarity("warm-up", [])
 
     def search_batch(self, queries: Sequence[str], k: int) -> list[list[Hit]]:
         cap = self.config.get("top_k")
