@@ -56,6 +56,8 @@ def compare(
     = None,
     abstention_gate: Annotated[bool, typer.Option(
         help="gate abstention_accuracy (Holm) when both runs have abstention cases")] = True,
+    count_flaky: Annotated[bool, typer.Option(help="count flaky queries (run --repeat) in "
+                                               "--max-regressions and the small set")] = False,
     strict: Annotated[bool, typer.Option(
         help="refuse (exit 2) doc-level fallback, commit skew and dirty trees")] = False,
     allow_golden_mismatch: Annotated[bool, typer.Option(
@@ -77,8 +79,7 @@ def compare(
     """Compare CANDIDATE with BASELINE: per-query diff, paired statistics and one verdict.
 
     Exit 0 = Better or Same, 1 = Regressed or Inconclusive, 2 = bad input, runs that cannot
-    be compared, or output that cannot be written.
-    """
+    be compared, or output that cannot be written."""
     from kebab_mlflow import comparison as cmp
     from kebab_mlflow.tracking.store import Tracker
 
@@ -86,7 +87,8 @@ def compare(
                                  resamples=resamples, seed=seed, strict=strict,
                                  allow_golden_mismatch=allow_golden_mismatch, margin=margin,
                                  max_regressions=max_regressions,
-                                 abstention_gate=abstention_gate, alternative=alternative)
+                                 abstention_gate=abstention_gate, alternative=alternative,
+                                 count_flaky=count_flaky)
     _execute(Tracker(tracking_uri), experiment, (baseline, candidate), options,
              (fmt, wide, out_file), no_log)
 

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from kebab_mlflow.comparison import KINDS, Comparison, headline, ordered
-from kebab_mlflow.comparison.rendering import result_word, version_lines
+from kebab_mlflow.comparison.rendering import kind_text, result_word, version_lines
 from kebab_mlflow.formatting import number
 
 NARROW_QUERIES = 20
@@ -91,7 +91,7 @@ def _queries(console: Console, c: Comparison, wide: bool, width: int | None) -> 
         console.print(f"queries: {counts} ({c.level} level)")
         return
     listed = shown if wide else shown[:NARROW_QUERIES]
-    columns = {"kind": [q.kind for q in listed], "id": [q.id for q in listed]}
+    columns = {"kind": [kind_text(q) for q in listed], "id": [q.id for q in listed]}
     if len({q.level for q in listed}) > 1:
         columns["level"] = [q.level for q in listed]
     columns["rank"] = [f"{_r(q.baseline_rank)}→{_r(q.candidate_rank)}" for q in listed]

@@ -72,6 +72,8 @@ def run(
         help="evaluate another system: python:mod:attr, http://..., cmd:TEMPLATE, "
         "or its run file: run:FILE")] = None,
     concurrency: Annotated[int, typer.Option(help="parallel queries for I/O-bound targets")] = 1,
+    repeat: Annotated[int, typer.Option(
+        help="run every query N times (nondeterministic pipelines): means, flip rates")] = 1,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object on stdout")]
     = False,
     log_breakdowns: Annotated[bool, typer.Option(
@@ -92,7 +94,7 @@ def run(
                          parse_overrides(set_ or []), experiment, tracking_uri, run_name, seed,
                          fail_fast, target, concurrency,
                          cutoffs=None if cutoffs is None else tuple(parse_cutoffs(cutoffs)),
-                         ask=ask, log_breakdowns=log_breakdowns, traces=traces)
+                         ask=ask, log_breakdowns=log_breakdowns, traces=traces, repeat=repeat)
     result = execute(options, on_status=lambda s: err.print(f"… {s}", highlight=False))
     if as_json:
         typer.echo(json.dumps({"run_id": result.run_id, "experiment_id": result.experiment_id,

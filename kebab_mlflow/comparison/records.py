@@ -76,6 +76,9 @@ class CompareOptions:
     # queries): their correct refusals are NaN for contains_all, so nothing else sees them
     abstention_gate: bool = True
     alternative: Alternative = Alternative.TWO_SIDED
+    # flaky queries (flip rate > 0 on either side, run --repeat) count in --max-regressions
+    # and the small-set rule only with this (--count-flaky)
+    count_flaky: bool = False
 
     def __post_init__(self):
         problems = []
@@ -137,6 +140,7 @@ class QueryDiff:
     top_score_delta: float | None = None
     # an unanswerable query's outcome change, "correct_refusal → incorrect_answer"
     abstention: str | None = None
+    flaky: bool = False  # its repeats disagreed on either side (flip rate > 0)
 
 
 @dataclass(frozen=True)
@@ -159,6 +163,7 @@ class Comparison:
     private: bool
     counts: dict[str, int] = field(default_factory=dict)
     primary_source: str = "default"  # --primary | golden set primary_metric | default
+    flaky_regressions: int = 0  # Regression queries flaky on either side (run --repeat)
 
     @property
     def exit_code(self) -> int:

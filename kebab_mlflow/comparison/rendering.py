@@ -40,6 +40,7 @@ def to_json(c: Comparison) -> dict[str, Any]:
                      "small_set_threshold": o.small_set, "margin": o.margin,
                      "max_regressions": o.max_regressions, "power": 0.8,
                      "abstention_gate": o.abstention_gate, "alternative": str(o.alternative),
+                     "count_flaky": o.count_flaky,
                      "multiple_comparisons": "holm over the gated metrics that changed"},
         "n": {"queries": c.n_queries, "with_ground_truth": c.n_with_truth, **c.dropped},
         "baseline": c.baseline,
@@ -50,6 +51,7 @@ def to_json(c: Comparison) -> dict[str, Any]:
                             for (k, b, v), line in zip(changed_versions(c),
                                                        version_lines(c), strict=True)],
         "counts": c.counts,
+        "flaky_regressions": c.flaky_regressions,
         "metrics": [asdict(m) for m in c.metrics],
         "queries": [asdict(q) for q in ordered(c.queries)],
     })
@@ -80,6 +82,11 @@ def ordered(queries: Sequence[QueryDiff]) -> list[QueryDiff]:
     return sorted(queries, key=key)
 
 
+def kind_text(q: QueryDiff) -> str:
+    """The class as shown: "Regression (flaky)" when its repeats disagreed on either side."""
+    return f"{q.kind} (flaky)" if q.flaky else q.kind
+
+
 def _rank_text(rank: int | None) -> str:
     return "miss" if rank is None else str(rank)
 
@@ -104,7 +111,7 @@ METRIC_COLUMNS = ["metric", "role", "n", "baseline", "candidate", "delta", "95% 
 def query_rows(c: Comparison, limit: int | None = None) -> tuple[list[list[str]], int]:
     shown = [q for q in ordered(c.queries)
              if q.kind != "Draw" or q.contains_all or q.refusal]
-    rows = [[q.kind, q.id, q.level, _rank_text(q.baseline_rank), _rank_text(q.candidate_rank),
+    rows = [[kind_text(q), q.id, q.level, _rank_text(q.baseline_rank), _rank_text(q.candidate_rank),
              q.contains_all or "", q.refusal or "", q.abstention or "",
              number(q.top_score_delta, signed=True),
              ("(private)" if c.private else (q.query or ""))] for q in shown[:limit]]

@@ -297,8 +297,9 @@ def _query_diff(b: PerQueryRow, c: PerQueryRow, chunk_ok: bool, private: bool,
     abstention = abstention_kind(b.abstention, c.abstention)
     kind = _combined_kind(_classify(has_truth, rank_b, rank_c), abstention)
     change = (f"{b.abstention} → {c.abstention}" if abstention not in (None, "Draw") else None)
+    flaky = bool(b.flip_rate) or bool(c.flip_rate)
     return QueryDiff(b.id, query, has_truth, level, rank_b, rank_c, kind, contains, refusal,
-                     top, abstention=change)
+                     top, abstention=change, flaky=flaky)
 
 
 
@@ -484,15 +485,19 @@ def _decide(metrics: Sequence[MetricResult], counts: dict[str, int], judged: tup
     """``judged``: (queries with per-query evidence, of them abstention cases only)."""
     worse = [f"{m.name} is significantly worse ({_effect(m)})"
              for m in metrics if m.significant == "worse"]
-    regressions = counts["Regression"]
+    flaky = counts.get("Regression (flaky)", 0)
+    regressions = counts["Regression"] - (0 if options.count_flaky else flaky)
     n_truth, n_abstention = judged
     cases = f", {n_abstention} of them abstention cases" if n_abstention else ""
+    left_out = (f" ({flaky} flaky left out; --count-flaky counts them)"
+                if flaky and not options.count_flaky else "")
     if n_truth < options.small_set and regressions:
         worse.append(f"small set: {n_truth} queries with ground truth (< {options.small_set}"
-                     f"{cases}) and {regressions} Regression query(ies) at {level} level")
+                     f"{cases}) and {regressions} Regression query(ies) at {level} level"
+                     f"{left_out}")
     if options.max_regressions is not None and regressions > options.max_regressions:
         worse.append(f"{regressions} Regression queries (hit → miss at {level} level) > "
-                     f"--max-regressions {options.max_regressions}")
+                     f"--max-regressions {options.max_regressions}{left_out}")
     if worse:
         return "Regressed", worse
     better = [f"{m.name} is significantly better ({_effect(m)})"
@@ -534,7 +539,8 @@ def rule_text(options: CompareOptions) -> str:
     return (f"Regressed if the primary metric (or a --gate metric) is worse with Holm-adjusted "
             f"{_level_words(options)}, or if fewer than {options.small_set} compared "
             f"queries have ground truth (an abstention case counts) and at least one query is a "
-            f"Regression (hit → miss, or correct refusal → incorrect answer){cap}; "
+            f"Regression (hit → miss, or correct refusal → incorrect answer; a query flaky "
+            f"under run --repeat counts only with --count-flaky){cap}; "
             f"{abstention}; {better}; Same otherwise{margin}. {options.confidence:.0%} "
             f"percentile bootstrap CI ({options.resamples} resamples, reported, never decides "
             f"alone); sign-flip p exact when the flips can be enumerated, else "
@@ -558,6 +564,7 @@ def compare_runs(baseline: RunSide, candidate: RunSide,
         raise ComparisonRefused(problems)
 
     counts = {k: 0 for k in KINDS} | Counter(q.kind for q in queries)
+    flaky_regressions = sum(q.kind == "Regression" and q.flaky for q in queries)
     abstention_only = sum(not q.has_truth and b.abstention is not None
                           and c.abstention is not None
                           for q, (b, c) in zip(queries, pairs, strict=True))
@@ -566,11 +573,12 @@ def compare_runs(baseline: RunSide, candidate: RunSide,
     metrics = metric_results(gates, [_paired(pairs, name) for _, name, _ in gates], options)
     warnings += [f"gated metric {m.name} has no query scored by both runs"
                  for m in metrics if m.n == 0]
-    verdict, reasons = _decide(metrics, counts, (n_truth, abstention_only), level, options)
+    verdict, reasons = _decide(metrics, counts | {"Regression (flaky)": flaky_regressions},
+                               (n_truth, abstention_only), level, options)
     vb, vc = baseline.versions, candidate.versions
     versions = tuple((k, vb[k], vc[k], vb[k] == vc[k] and vb[k] != "unknown")
                      for k in VERSION_KEYS)
     return Comparison(verdict, tuple(reasons), rule_text(options), level, baseline.summary(),
                       candidate.summary(), versions, tuple(warnings), tuple(notes), options,
                       len(queries), n_truth, dropped, tuple(metrics), queries, private, counts,
-                      source)
+                      source, flaky_regressions=flaky_regressions)

@@ -75,6 +75,7 @@ class EvalResult:
     per_query_sha256: str
     timings: Mapping[str, float] = field(default_factory=dict)
     ask: bool | None = None  # the run-wide --ask/--no-ask override, None: per query
+    repeat: int = 1  # run --repeat N: every query N times (evaluation/repeats.py)
 
     @property
     def metrics(self) -> dict[str, float]:
@@ -99,6 +100,7 @@ class EvalResult:
                 "k": self.k, "cutoffs": ",".join(map(str, self.cutoffs)),
                 "golden_set": self.golden.name, "n_queries": len(self.golden), "seed": self.seed,
                 **({} if self.ask is None else {"ask": "all" if self.ask else "none"}),
+                **({} if self.repeat == 1 else {"repeat": self.repeat}),
                 **_rest(self.source.params(), "preset", "backend")}
 
 
@@ -181,7 +183,7 @@ def as_pipeline(pipeline: Any, concurrency: int = 1,
 def evaluate(pipeline: Any, golden: GoldenSet | str | Path, *, k: int = 10,
              cutoffs: Sequence[int] | None = None, seed: int = 0, fail_fast: bool = False,
              concurrency: int = 1, per_query_path: Path | None = None,
-             ask: bool | None = None) -> EvalResult:
+             ask: bool | None = None, repeat: int = 1) -> EvalResult:
     """Run every query of ``golden`` through ``pipeline`` and score it (no MLflow).
 
     ``k`` is the retrieval depth; metrics are reported at ``cutoffs`` (each ≤ ``k``, else a
@@ -199,13 +201,14 @@ def evaluate(pipeline: Any, golden: GoldenSet | str | Path, *, k: int = 10,
         check_expected_ids(golden, pipeline.chunk_ids, pipeline.doc_ids)
     index_s = time.perf_counter() - t0
     return evaluate_prepared(pipeline, source, golden, k, ks, seed=seed, fail_fast=fail_fast,
-                             per_query_path=per_query_path, index_s=index_s, ask=ask)
+                             per_query_path=per_query_path, index_s=index_s, ask=ask,
+                             repeat=repeat)
 
 
 def evaluate_prepared(pipeline: Any, source: PipelineSource, golden: GoldenSet, k: int,
                       cutoffs: Sequence[int], *, seed: int = 0, fail_fast: bool = False,
                       per_query_path: Path | None = None, index_s: float = 0.0,
-                      ask: bool | None = None) -> EvalResult:
+                      ask: bool | None = None, repeat: int = 1) -> EvalResult:
     """:func:`evaluate` for a pipeline already built and checked against the golden set
     (``ask`` already applied to it: :func:`with_ask`; here it is only recorded)."""
     warn_unanswered(golden)
@@ -213,13 +216,16 @@ def evaluate_prepared(pipeline: Any, source: PipelineSource, golden: GoldenSet, 
     if per_query_path is None:
         keep = tempfile.TemporaryDirectory(prefix="kebab-eval-")
         per_query_path = Path(keep.name) / "per_query.jsonl"
-    outcome = run_queries(pipeline, golden, k, cutoffs, per_query_path, fail_fast=fail_fast)
+    if repeat < 1:
+        raise ConfigError(f"--repeat must be >= 1, got {repeat}")
+    outcome = run_queries(pipeline, golden, k, cutoffs, per_query_path, fail_fast=fail_fast,
+                          repeat=repeat)
     versions = getattr(pipeline, "versions", None)
     result = EvalResult(golden, source,
                         versions if isinstance(versions, VersionSnapshot) else VersionSnapshot(),
                         k, tuple(cutoffs), seed, outcome.aggregate, outcome.scores,
                         per_query_path, outcome.per_query_sha256,
-                        {"index_s": index_s, **outcome.timings}, ask)
+                        {"index_s": index_s, **outcome.timings}, ask, repeat)
     if keep is not None:
         weakref.finalize(result, keep.cleanup)
     return result

@@ -7,8 +7,11 @@ users ``jq``. Core keys (more may be added)::
      "scores": {metric: value | null}, "latency_ms", "error",
      "first_relevant_rank": {level: rank | 0 (a miss) | null (no ground truth)},
      "truncated_hits": N,   # only when the pipeline returned N hits past k (dropped)
-     "abstention": "correct_refusal" | "boundary_partial" | "incorrect_answer"}
+     "abstention": "correct_refusal" | "boundary_partial" | "incorrect_answer",
                             # only on an unanswerable ask query (metrics/answers.py)
+     "repeats": [{"hits", "answer", "scores", "latency_ms", "error"}], "flip_rate",
+     "topk_churn"}          # only with run --repeat N (evaluation/repeats.py): scores are
+                            # then the means over the repeats, hits and answer the first's
 
 A private golden set drops ``query`` and ``answer.text`` (ids and numbers only). Hit text is
 never written. Floats are written as JSON numbers, NaN scores as null.
@@ -101,6 +104,7 @@ class PerQueryRow:
     error: str | None
     first_relevant_rank: dict | None = None  # level -> rank, 0 = miss, None = no truth
     abstention: str | None = None  # an unanswerable ask query's AbstentionOutcome
+    flip_rate: float | None = None  # run --repeat: share of repeats off the modal outcome
 
 
 def read_per_query(path: Path) -> Iterator[PerQueryRow]:
@@ -160,7 +164,12 @@ def _row(raw: bytes, where: str) -> PerQueryRow:
     if abstention is not None and abstention not in set(AbstentionOutcome):
         problems.append(Problem(f"'abstention' must be one of "
                                 f"{', '.join(AbstentionOutcome)} or absent", where))
+    flip = rec.get("flip_rate")  # only in files of run --repeat
+    if flip is not None and (not isinstance(flip, (int, float)) or isinstance(flip, bool)
+                             or not 0 <= flip <= 1):
+        problems.append(Problem("'flip_rate' must be a number in [0, 1] or absent", where))
     if problems:
         raise PerQueryError("unreadable per_query.jsonl", problems)
     return PerQueryRow(rec["id"], query, tuple(hits), answer, scores, float(latency), error,
-                       first, abstention=abstention)
+                       first, abstention=abstention,
+                       flip_rate=None if flip is None else float(flip))
