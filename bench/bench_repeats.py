@@ -89,8 +89,9 @@ def main() -> None:
                      f"max {c.max():3d}; trials with >= 1: {np.mean(c > 0):.0%}")
     lines += ["", f"Regressed by the primary (hit rate, sign-flip p < {ALPHA}, two-sided):"]
     for repeat in (1, REPEAT):
-        lines.append(f"  repeat {repeat}: null (same configuration) {power[(repeat, 0)] / TRIALS:6.1%}"
-                     f"; a real drop of {DROP} hits ({DROP / N:.3f} hit rate) "
+        lines.append(f"  repeat {repeat}: null (same configuration) "
+                     f"{power[(repeat, 0)] / TRIALS:6.1%}; a real drop of {DROP} hits "
+                     f"({DROP / N:.3f} hit rate) "
                      f"{power[(repeat, DROP)] / TRIALS:6.1%}")
     lines.append("")
     lines.append(f"total {time.perf_counter() - t0:.0f} s; " + load_line(load))

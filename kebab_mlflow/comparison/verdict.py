@@ -47,7 +47,6 @@ import numpy as np
 
 from kebab_mlflow.comparison.records import (
     DEFAULT_PRIMARY,
-    Alternative,
     KINDS,
     CompareOptions,
     Comparison,
@@ -61,6 +60,7 @@ from kebab_mlflow.formatting import number
 from kebab_mlflow.metrics.answers import AbstentionOutcome
 from kebab_mlflow.metrics.registry import METRICS, MRR_CUTOFF
 from kebab_mlflow.records import VERSION_KEYS
+from kebab_mlflow.stats.alternative import Alternative
 
 if TYPE_CHECKING:
     from kebab_mlflow.stats.resampling import PairedTest
@@ -518,7 +518,8 @@ def _level_words(options: CompareOptions) -> str:
     """The test and the level it really has on the worse side."""
     a = options.alpha
     if options.alternative is Alternative.LESS:
-        return f"one-sided sign-flip p < {a:g} (--alternative less: the whole alpha on the worse side)"
+        return (f"one-sided sign-flip p < {a:g} (--alternative less: the whole alpha on the "
+                "worse side)")
     return (f"two-sided sign-flip p < {a:g} and a worse mean, i.e. a one-sided level of "
             f"{a / 2:g} (--alternative less spends all of {a:g} on the worse side)")
 

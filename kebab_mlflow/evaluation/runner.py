@@ -25,6 +25,13 @@ from kebab_mlflow import progress
 from kebab_mlflow.errors import CorpusError, Problem, QueryFailed
 from kebab_mlflow.evaluation.coded import CODED_BATCH, score_coded_batch, timed_coded_hits
 from kebab_mlflow.evaluation.per_query import PerQueryWriter, record
+from kebab_mlflow.evaluation.repeats import (
+    RepeatStats,
+    mean_scores,
+    query_stats,
+    repeats_block,
+    write_flaky_list,
+)
 from kebab_mlflow.golden import GoldenQuery, GoldenSet
 from kebab_mlflow.interrupts import checkpoint
 from kebab_mlflow.metrics.aggregate import Aggregate, aggregate_block, breakdowns, counts
@@ -33,13 +40,6 @@ from kebab_mlflow.metrics.calibration import (
     calibration_block,
     calibration_pairs,
     reliability_bins,
-)
-from kebab_mlflow.evaluation.repeats import (
-    RepeatStats,
-    mean_scores,
-    query_stats,
-    repeats_block,
-    write_flaky_list,
 )
 from kebab_mlflow.metrics.scoring import first_relevant_ranks, retrieval_tables, score_results
 from kebab_mlflow.records import Answer, Hit, QueryResult
