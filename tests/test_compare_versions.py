@@ -3,6 +3,7 @@ JSON ``version_changes``."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from kebab_mlflow.cli.compare_table import render_table
@@ -13,8 +14,7 @@ from tests.test_gate import _chunk_rows, _side
 
 
 def _with(side: RunSide, **params: str) -> RunSide:
-    return RunSide(side.run_id, side.name, side.status, {**side.params, **params}, side.tags,
-                   side.rows, side.per_query_sha256)
+    return dataclasses.replace(side, params={**side.params, **params})
 
 
 def test_each_differing_version_gets_one_line_everywhere():

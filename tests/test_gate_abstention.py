@@ -36,7 +36,7 @@ def _query(answerable: bool) -> GoldenQuery:
     (False, CITED, 0.0, "incorrect_answer"),
     (False, Answer(text="12", confidence=0.5), 0.0, "boundary_partial"),  # uncited answer
     (False, None, None, "boundary_partial"),  # the query raised: error_rate's, not accuracy's
-    (True, CITED, 1.0, None),
+    (True, CITED, None, None),  # answered: contains_all's to judge
     (True, REFUSAL, 0.0, None),
 ])
 def test_abstention_accuracy_scores_the_refusal_decision(answerable, answer, accuracy, outcome):
@@ -63,12 +63,14 @@ def _row(qid: str, answerable: bool, refused: bool) -> PerQueryRow:
     answer = {"text": "" if refused else "an answer", "citations": [] if refused else ["c1"],
               "refusal_reason": "no evidence" if refused else None}
     contains = (None if refused else 0.0) if not answerable else (0.0 if refused else 1.0)
-    scores = {"contains_all": contains, "abstention_accuracy": float(refused != answerable),
+    accuracy = None if answerable and not refused else float(refused and not answerable)
+    scores = {"contains_all": contains, "abstention_accuracy": accuracy,
               "refusal_rate": float(refused), "mrr": None, "mrr_doc": None}
     outcome = None if answerable else ("correct_refusal" if refused else "incorrect_answer")
-    return PerQueryRow(qid, None, ({"rank": 1, "chunk_id": "c1", "doc_id": "d1",
-                                    "score": 1.0},), answer, scores, 1.0, None,
-                       {"chunk": None, "doc": None}, abstention=outcome)
+    return PerQueryRow(id=qid, query=None,
+                       hits=({"rank": 1, "chunk_id": "c1", "doc_id": "d1", "score": 1.0},),
+                       answer=answer, scores=scores, latency_ms=1.0, error=None,
+                       first_relevant_rank={"chunk": None, "doc": None}, abstention=outcome)
 
 
 def _side(run_id: str, rows: list[PerQueryRow]) -> RunSide:
@@ -76,7 +78,8 @@ def _side(run_id: str, rows: list[PerQueryRow]) -> RunSide:
             "kebab.git_commit": "abc", "kebab.git_dirty": "false"}
     params = {k: "v1" for k in ("parser_version", "chunker_version", "embedding_version",
                                 "index_version", "prompt_template_version")}
-    return RunSide(run_id, run_id, "FINISHED", params, tags, tuple(rows), "x")
+    return RunSide(run_id=run_id, name=run_id, status="FINISHED", params=params, tags=tags,
+                   rows=tuple(rows), per_query_sha256="x")
 
 
 def _answer_set(n_answerable: int, n_unanswerable: int, candidate_refuses: bool
@@ -95,8 +98,8 @@ def test_a_candidate_that_stops_refusing_regresses_on_abstention_accuracy():
     assert [(m.name, m.role) for m in result.metrics] == [("contains_all", "primary"),
                                                           ("abstention_accuracy", "gate")]
     acc = result.metrics[1]
-    # hand-computed: 40 ask queries, the 20 unanswerable drop from 1 to 0
-    assert (acc.n, acc.baseline, acc.candidate, acc.delta) == (40, 1.0, 0.5, -0.5)
+    # hand-computed: the 20 unanswerable drop from 1 to 0 (the answered answerable: NaN)
+    assert (acc.n, acc.baseline, acc.candidate, acc.delta) == (20, 1.0, 0.0, -1.0)
     assert acc.significant == "worse"
     # contains_all: unanswerable correctly refused is NaN, so only the answerable 20 pair up
     assert result.primary.n == 20 and result.primary.unchanged
@@ -194,7 +197,7 @@ def test_cli_a_candidate_that_stops_refusing_is_regressed_exit_1(tmp_path, store
     data = json.loads(res.stdout)
     assert data["verdict"] == "Regressed"
     acc = next(m for m in data["metrics"] if m["name"] == "abstention_accuracy")
-    assert (acc["baseline"], acc["candidate"], acc["significant"]) == (1.0, 0.5, "worse")
+    assert (acc["baseline"], acc["candidate"], acc["significant"]) == (1.0, 0.0, "worse")
     assert data["counts"]["Regression"] == 20
     table = runner.invoke(app, ["compare", "base", "cand", "--no-log", "--wide",
                                 "--tracking-uri", store_uri])

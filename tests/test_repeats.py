@@ -115,8 +115,9 @@ def test_compare_marks_flaky_queries_and_leaves_them_out_unless_counted(noisy):
 
 def _row(qid: str, rank: int, flip: float | None) -> PerQueryRow:
     hits = ({"rank": 1, "chunk_id": "d#0", "doc_id": "d", "score": 1.0},)
-    return PerQueryRow(qid, "q", hits, None, {"mrr": 1 / rank if rank else 0.0}, 1.0, None,
-                       {"chunk": rank, "doc": rank}, flip_rate=flip)
+    return PerQueryRow(id=qid, query="q", hits=hits, answer=None,
+                       scores={"mrr": 1 / rank if rank else 0.0}, latency_ms=1.0, error=None,
+                       first_relevant_rank={"chunk": rank, "doc": rank}, flip_rate=flip)
 
 
 def _side(run_id: str, rows) -> RunSide:
@@ -124,7 +125,8 @@ def _side(run_id: str, rows) -> RunSide:
             "kebab.git_commit": "abc", "kebab.git_dirty": "false"}
     params = {k: "v1" for k in ("parser_version", "chunker_version", "embedding_version",
                                 "index_version", "prompt_template_version")}
-    return RunSide(run_id, run_id, "FINISHED", params, tags, tuple(rows), "x")
+    return RunSide(run_id=run_id, name=run_id, status="FINISHED", params=params, tags=tags,
+                   rows=tuple(rows), per_query_sha256="x")
 
 
 def test_flaky_regressions_are_left_out_of_the_small_set_rule_and_the_cap():

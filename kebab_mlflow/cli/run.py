@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -84,18 +84,27 @@ def run(
              "| all; never for a private golden set")] = "none",
 ) -> None:
     """Run the golden set through a pipeline and record the eval as one MLflow run."""
-    from kebab_mlflow.cli.console import err, metrics_table, print_ui_hint
+    from kebab_mlflow.cli.console import err
     from kebab_mlflow.config import parse_overrides
-    from kebab_mlflow.evaluation.report import headline, ordered
     from kebab_mlflow.metrics.scoring import parse_cutoffs
     from kebab_mlflow.tracking.log import RunOptions, execute
 
-    options = RunOptions(str(golden), None if corpus is None else str(corpus), preset, k,
-                         parse_overrides(set_ or []), experiment, tracking_uri, run_name, seed,
-                         fail_fast, target, concurrency,
+    options = RunOptions(golden=str(golden), corpus=None if corpus is None else str(corpus),
+                         preset=preset, k=k,
+                         overrides=parse_overrides(set_ or []), experiment=experiment,
+                         tracking_uri=tracking_uri, run_name=run_name, seed=seed,
+                         fail_fast=fail_fast, target=target, concurrency=concurrency,
                          cutoffs=None if cutoffs is None else tuple(parse_cutoffs(cutoffs)),
                          ask=ask, log_breakdowns=log_breakdowns, traces=traces, repeat=repeat)
-    result = execute(options, on_status=lambda s: err.print(f"… {s}", highlight=False))
+    _report(execute(options, on_status=lambda s: err.print(f"… {s}", highlight=False)),
+            as_json, experiment)
+
+
+def _report(result: Any, as_json: bool, experiment: str) -> None:
+    """The finished run: one JSON object on stdout, or the summary table on stderr."""
+    from kebab_mlflow.cli.console import err, metrics_table, print_ui_hint
+    from kebab_mlflow.evaluation.report import headline, ordered
+
     if as_json:
         typer.echo(json.dumps({"run_id": result.run_id, "experiment_id": result.experiment_id,
                                "status": result.status,

@@ -93,7 +93,7 @@ class PerQueryWriter:
         return self._sha.hexdigest()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PerQueryRow:
     id: str
     query: str | None
@@ -170,6 +170,7 @@ def _row(raw: bytes, where: str) -> PerQueryRow:
         problems.append(Problem("'flip_rate' must be a number in [0, 1] or absent", where))
     if problems:
         raise PerQueryError("unreadable per_query.jsonl", problems)
-    return PerQueryRow(rec["id"], query, tuple(hits), answer, scores, float(latency), error,
-                       first, abstention=abstention,
+    return PerQueryRow(id=rec["id"], query=query, hits=tuple(hits), answer=answer, scores=scores,
+                       latency_ms=float(latency), error=error,
+                       first_relevant_rank=first, abstention=abstention,
                        flip_rate=None if flip is None else float(flip))

@@ -4,10 +4,11 @@ Conditional semantics: a correct refusal (``answerable: false`` and refused) is 
 answer-quality metrics and counted by the abstention metrics instead; an answerable question
 that is refused scores 0 on ``contains_all``, so refusing does not make a run look better; and
 an unanswerable question that is answered scores 0 (it should have been refused), so answering
-everything does not either. ``abstention_accuracy`` scores the decision itself on every ask query:
-1 when it refused an unanswerable question or answered an answerable one, 0 when it answered an
-unanswerable question or refused an answerable one (the verdict gates on it, so a candidate that
-stops refusing is caught although its correct refusals were NaN for ``contains_all``).
+everything does not either. ``abstention_accuracy`` scores the refusal decision where it
+matters: 1 when an unanswerable question was refused, 0 when it was answered or an answerable one
+was refused (NaN for an answerable question answered: ``contains_all``'s). The verdict gates on
+it, so a candidate that stops refusing is caught although its correct refusals were NaN for
+``contains_all``.
 ``contains_all`` compares case-sensitively unless the query (or its
 file) says ``case_insensitive: true``; then both sides are case-folded.
 """
@@ -50,11 +51,16 @@ def refused(query: GoldenQuery, answer: Answer | None) -> float:
 
 
 def abstention_accuracy(query: GoldenQuery, answer: Answer | None) -> float:
-    """1 = the right decision (refuse iff unanswerable), 0 = the wrong one; NaN off ask
-    queries and for a query that raised (error_rate's)."""
+    """Whether a refusal decision that matters was right: 1 = an unanswerable question refused,
+    0 = one answered, or an answerable one refused. NaN for an answerable question answered
+    (``contains_all`` judges it), off ask queries, and for a query that raised (error_rate's).
+    An answer set's answered quality and its abstention are thus judged apart: answering more
+    answerable questions cannot hide answering the unanswerable ones."""
     if not query.ask or answer is None:
         return NAN
-    return float(answer.refused != query.answerable)
+    if query.answerable and not answer.refused:
+        return NAN
+    return float(answer.refused and not query.answerable)
 
 
 class AbstentionOutcome(enum.StrEnum):
