@@ -85,7 +85,8 @@ def test_identical_runs_are_same_with_zero_deltas_and_the_verdict_is_recorded(st
         assert m["unchanged"] and m["p_holm"] is None and m["p_exact"]
     assert any("mrr is identical on all 39 queries" in r for r in data["reasons"])
     assert data["counts"] == {"Regression": 0, "Loss": 0, "Win": 0, "Draw": 43}
-    assert data["n"]["queries"] == 43 and data["n"]["with_ground_truth"] == 39
+    # 39 with retrieval truth + the 4 abstention cases (issue 27: per-query evidence too)
+    assert data["n"]["queries"] == 43 and data["n"]["with_ground_truth"] == 43
     assert "seed 0" in data["rule"] and data["settings"]["seed"] == 0
     client = _client(store["uri"])
     run = client.get_run(store["ids"]["same"])

@@ -121,7 +121,7 @@ def _rank(row: PerQueryRow, level: str, by_first_rank: bool) -> tuple[bool, int 
     return True, (round(1.0 / value) if value > 0 else None)
 
 
-def _classify(has_truth: bool, base: int | None, cand: int | None) -> str:
+def _classify(has_truth: bool, base: int | None, cand: int | None) -> QueryKind:
     if base is None:
         return QueryKind.DRAW if cand is None else QueryKind.WIN
     if cand is None:
