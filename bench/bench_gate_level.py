@@ -9,7 +9,7 @@ gate_p` (the p of the chosen alternative), :func:`kebab_mlflow.stats.resampling.
 :func:`kebab_mlflow.comparison.verdict.significance` at alpha 0.05 on the primary
 ``ndcg_at_10_doc``. A false alarm is a ``Regressed`` trial; the budget is alpha (5%).
 
-Run: KEBAB_SHARED=/work/shared .venv/bin/python bench/bench_gate_level.py
+Run: KEBAB_DATASETS=/work/shared/datasets .venv/bin/python bench/bench_gate_level.py
 (writes bench/results/bench_gate_level.txt)
 """
 

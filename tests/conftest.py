@@ -11,8 +11,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 GOLDEN = FIXTURES / "golden_queries.yaml"
 KB = FIXTURES / "kb"
-# KEBAB_SHARED: the shared datasets folder when the checkout is not next to it (a worktree)
-SHARED = Path(os.environ.get("KEBAB_SHARED", ROOT.parent / "shared"))
+SHARED = ROOT.parent / "shared"
 
 
 @pytest.fixture(autouse=True)
