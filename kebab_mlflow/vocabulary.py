@@ -70,6 +70,7 @@ GOLDEN_SET: Final = "golden_set"
 N_QUERIES: Final = "n_queries"
 SEED: Final = "seed"
 ASK: Final = "ask"  # "all" | "none", only when --ask/--no-ask overrode the golden set
+REPEAT: Final = "repeat"  # only with run --repeat N > 1 (evaluation/repeats.py)
 TARGET: Final = "target"
 CORPUS: Final = "corpus"
 CONFIG_PREFIX: Final = "config."  # config.<key>: the flattened, redacted configuration

@@ -78,6 +78,7 @@ class EvalResult:
     per_query_sha256: str
     timings: Mapping[str, float] = field(default_factory=dict)
     ask: bool | None = None  # the run-wide --ask/--no-ask override, None: per query
+    repeat: int = 1  # run --repeat N: every query N times (evaluation/repeats.py)
 
     @property
     def metrics(self) -> dict[str, float]:
@@ -104,6 +105,7 @@ class EvalResult:
                 vocab.GOLDEN_SET: self.golden.name, vocab.N_QUERIES: len(self.golden),
                 vocab.SEED: self.seed,
                 **({} if self.ask is None else {vocab.ASK: "all" if self.ask else "none"}),
+                **({} if self.repeat == 1 else {vocab.REPEAT: self.repeat}),
                 **_rest(pipeline, vocab.PRESET, vocab.BACKEND)}
 
 
@@ -187,7 +189,7 @@ def as_pipeline(pipeline: Any, concurrency: int = 1,
 def evaluate(pipeline: Any, golden: GoldenSet | str | Path, *, k: int = 10,
              cutoffs: Sequence[int] | None = None, seed: int = 0, fail_fast: bool = False,
              concurrency: int = 1, per_query_path: Path | None = None,
-             ask: bool | None = None) -> EvalResult:
+             ask: bool | None = None, repeat: int = 1) -> EvalResult:
     """Run every query of ``golden`` through ``pipeline`` and score it (no MLflow).
 
     ``k`` is the retrieval depth; metrics are reported at ``cutoffs`` (each ≤ ``k``, else a
@@ -205,13 +207,14 @@ def evaluate(pipeline: Any, golden: GoldenSet | str | Path, *, k: int = 10,
         check_expected_ids(golden, pipeline.chunk_ids, pipeline.doc_ids)
     index_s = time.perf_counter() - t0
     return evaluate_prepared(pipeline, source, golden, k, ks, seed=seed, fail_fast=fail_fast,
-                             per_query_path=per_query_path, index_s=index_s, ask=ask)
+                             per_query_path=per_query_path, index_s=index_s, ask=ask,
+                             repeat=repeat)
 
 
 def evaluate_prepared(pipeline: Any, source: PipelineSource, golden: GoldenSet, k: int,
                       cutoffs: Sequence[int], *, seed: int = 0, fail_fast: bool = False,
                       per_query_path: Path | None = None, index_s: float = 0.0,
-                      ask: bool | None = None) -> EvalResult:
+                      ask: bool | None = None, repeat: int = 1) -> EvalResult:
     """:func:`evaluate` for a pipeline already built and checked against the golden set
     (``ask`` already applied to it: :func:`with_ask`; here it is only recorded)."""
     warn_unanswered(golden)
@@ -219,14 +222,17 @@ def evaluate_prepared(pipeline: Any, source: PipelineSource, golden: GoldenSet, 
     if per_query_path is None:
         keep = tempfile.TemporaryDirectory(prefix="kebab-eval-")
         per_query_path = Path(keep.name) / "per_query.jsonl"
-    outcome = run_queries(pipeline, golden, k, cutoffs, per_query_path, fail_fast=fail_fast)
+    if repeat < 1:
+        raise ConfigError(f"--repeat must be >= 1, got {repeat}")
+    outcome = run_queries(pipeline, golden, k, cutoffs, per_query_path, fail_fast=fail_fast,
+                          repeat=repeat)
     versions = getattr(pipeline, "versions", None)
     known = versions if isinstance(versions, VersionSnapshot) else VersionSnapshot()
     result = EvalResult(golden=golden, source=source, versions=known,
                         k=k, cutoffs=tuple(cutoffs), seed=seed, aggregate=outcome.aggregate,
                         scores=outcome.scores,
                         per_query_path=per_query_path, per_query_sha256=outcome.per_query_sha256,
-                        timings={"index_s": index_s, **outcome.timings}, ask=ask)
+                        timings={"index_s": index_s, **outcome.timings}, ask=ask, repeat=repeat)
     if keep is not None:
         weakref.finalize(result, keep.cleanup)
     return result

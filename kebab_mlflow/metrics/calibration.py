@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from kebab_mlflow.golden import GoldenQuery
+from kebab_mlflow.metrics.answers import AbstentionOutcome, abstention_outcome
 from kebab_mlflow.records import Answer
 
 N_BINS = 10
@@ -98,24 +99,24 @@ def calibration_block(confidence: np.ndarray, correct: np.ndarray
             "n": int(confidence.size)}
 
 
+# aggregate.json's key order (unchanged since before the enum existed)
+ABSTENTION_BUCKET_ORDER = (AbstentionOutcome.CORRECT_REFUSAL, AbstentionOutcome.INCORRECT_ANSWER,
+                           AbstentionOutcome.BOUNDARY_PARTIAL)
+
+
 def abstention_outcomes(queries: Sequence[GoldenQuery],
                         answers: Sequence[Answer | None]) -> dict[str, float | int] | None:
     """Buckets for the ``answerable: false`` ask cases: ``correct_refusal`` (refused, citing
     nothing), ``incorrect_answer`` (answered, citing evidence), ``boundary_partial`` (the rest:
     a refusal that cites, an answer without citations, a pipeline error). Counts and shares;
     None when the set has no such case."""
-    buckets = {"correct_refusal": 0, "incorrect_answer": 0, "boundary_partial": 0}
+    buckets = {str(o): 0 for o in ABSTENTION_BUCKET_ORDER}
     n = 0
     for q, a in zip(queries, answers, strict=True):
-        if q.answerable or not q.ask:
-            continue
-        n += 1
-        if a is not None and a.refused and not a.citations:
-            buckets["correct_refusal"] += 1
-        elif a is not None and not a.refused and a.citations:
-            buckets["incorrect_answer"] += 1
-        else:
-            buckets["boundary_partial"] += 1
+        outcome = abstention_outcome(q, a)
+        if outcome is not None:
+            n += 1
+            buckets[str(outcome)] += 1
     if n == 0:
         return None
     return {"n": n, **buckets, **{f"{k}_share": v / n for k, v in buckets.items()}}

@@ -149,6 +149,9 @@ _ANSWER_METRICS = (
      "unanswerable one is not counted", True),
     ("refusal_rate", "share of ask queries the pipeline refused (queries that raised are "
      "counted in error_rate instead)", False),
+    ("abstention_accuracy", "the refusal decision where it matters: 1 for a refused "
+     "unanswerable question, 0 for an answered unanswerable or a refused answerable one (an "
+     "answered answerable one is not counted: contains_all judges it)", True),
     ("ask_grounded_rate", "share of ask queries answered (not refused) with >= 1 citation", True),
     ("citation_validity", "answered with citations: every cited chunk was among the hits", True),
 )

@@ -149,6 +149,16 @@ class ReferencePipeline:
     def doc_ids(self) -> set[str]:
         return {c.doc_id for c in self.chunks}
 
+    def warm_up(self) -> None:
+        """Load what the first query would otherwise pay for: the tokenizer (Kiwi takes
+        1–2.6 s, on the first Korean text) and, when answering, the chunk frequencies of the
+        answerer's term weights and the similarity model."""
+        self.tokenize("warm-up 준비")
+        if getattr(self, "answers", True):
+            self.idf("")
+            if self.similarity is not None:
+                self.similarity("warm-up", [])
+
     def search(self, query: str, k: int) -> list[Hit]:
         return self.search_batch([query], k)[0]
 
@@ -355,4 +365,34 @@ def _load_calibrator(folder: Path, versions: VersionSnapshot | None = None):
     from kebab_mlflow.pipeline.calibrator import Calibrator, calibrator_path
 
     path = calibrator_path(folder, versions)
-    return Calibrator.load(path) if path.is_file() else None
+    if path.is_file():
+        return Calibrator.load(path)
+    warning = no_calibrator_warning(folder, versions)
+    if warning:
+        progress.warn(warning)
+    return None
+
+
+def no_calibrator_warning(folder: Path, versions: VersionSnapshot) -> str | None:
+    """Why a run with ``answer.calibrate`` reports raw confidences although ``calibrate`` was
+    run over these chunks: its calibrators were fitted for another answerer or retrieval (the
+    versions that differ are named). None when no calibrator was ever fitted here (the
+    default: nothing to say on every uncalibrated run)."""
+    from kebab_mlflow.pipeline.calibrator import base_versions
+
+    mine = base_versions(versions)
+    differences = []
+    for other in sorted(folder.glob("calibrator-*.json")):
+        try:
+            fitted = json.loads(other.read_text(encoding="utf-8"))["info"]["versions"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # unreadable: its own run says so when it is used
+        changed = [f"{k} {fitted.get(k)} → {v}" for k, v in mine.items() if fitted.get(k) != v]
+        differences.append(", ".join(changed))
+    if not differences:
+        return None
+    return ("answer.calibrate is on but no calibrator was fitted for this answerer and "
+            f"retrieval: the {len(differences)} calibrator(s) over these chunks were fitted "
+            f"with {'; '.join(f'({d})' for d in differences[:3])}; confidences are "
+            "uncalibrated (prompt_template_version has no -calibrated- digest): run "
+            "`kebab-mlflow calibrate` with this configuration")

@@ -375,8 +375,25 @@ def _interrupts_not(line: str) -> bool:
 
 
 def _first_line_heading(text: str, units: list[Unit]) -> list[Unit]:
+    """The heading path line as one heading unit, however the sentence splitter cut it: a
+    path ending in a numbered heading ("Design > 1. Headline UX scenes") splits at "1.", and
+    its first part would otherwise be quotable."""
     first, _, rest = text.strip().partition("\n\n")
-    if (units and rest.strip() and "\n" not in first and units[0].kind == "sentence"
-            and units[0].text == first.strip() and (" > " in first or first.endswith("?"))):
-        return [Unit(units[0].text, "heading"), *units[1:]]
+    first = first.strip()
+    if not (units and rest.strip() and "\n" not in first
+            and (" > " in first or first.endswith("?"))):
+        return units
+    joined = ""
+    for taken, unit in enumerate(units, 1):
+        if unit.kind != "sentence":
+            return units
+        joined = f"{joined} {unit.text}".strip()
+        if joined == first:
+            return [Unit(first, "heading"), *units[taken:]]
+        if not (first.startswith(joined) and _NUMBERED_CUT.search(unit.text)):
+            return units  # cut anywhere else than at a heading number: prose, not a path
     return units
+
+
+# where the sentence splitter cuts a heading path: after a heading's number ("> 1.", "> IV.")
+_NUMBERED_CUT = re.compile(r"(?:^|\s)(?:\d{1,3}|[A-Za-z]|[IVXivx]{1,4})[.)]$")

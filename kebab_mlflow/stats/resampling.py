@@ -298,6 +298,19 @@ def paired_tests(deltas: Sequence[np.ndarray], resamples: int = 10_000, seed: in
     return out
 
 
+def one_sided_p(p_two_sided: float, toward: bool, exact: bool, resamples: int) -> float:
+    """The one-sided sign-flip p for the alternative "the mean moved this way", from the
+    two-sided p of the same deltas; ``toward``: the observed mean lies in that direction.
+
+    The sign-flip distribution of Σ s·d is symmetric, so for a non-zero observed sum
+    ``P(S ≥ |Σd|) = P(|S| ≥ |Σd|) / 2``: exactly half the two-sided p when enumerated; by
+    resampling, ``(1 + k/2) / (1 + R)`` with ``k`` the two-sided extreme count (the +1 kept
+    for the one-sided count). A mean the other way gets the complement (never significant).
+    """
+    half = min(1.0, p_two_sided / 2 if exact else (p_two_sided + 1 / (1 + resamples)) / 2)
+    return half if toward else max(half, 1.0 - half)
+
+
 def holm(pvalues: np.ndarray) -> np.ndarray:
     """Holm–Bonferroni adjusted p-values (monotone, capped at 1).
 

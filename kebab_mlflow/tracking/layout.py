@@ -40,8 +40,10 @@ def headline_metrics(aggregate: Aggregate) -> dict[str, float]:
 
 
 def logged_metrics(aggregate: Aggregate, log_breakdowns: bool) -> dict[str, float]:
-    """The metrics a run logs, headline first: only those, or every breakdown value after."""
+    """The metrics a run logs, headline first: only those (and, for run --repeat, the
+    ``repeats/...`` block: flaky_queries, topk_churn), or every breakdown value after."""
     headline = headline_metrics(aggregate)
+    headline |= {metric_key("repeats", k): float(v) for k, v in (aggregate.repeats or {}).items()}
     if not log_breakdowns:
         return headline
     rest = {k: v for k, v in aggregate.flat_metrics().items() if k not in headline}

@@ -92,6 +92,7 @@ class RunOptions:
     ask: bool | None = None  # --ask / --no-ask for every query; None: each query's own ``ask``
     log_breakdowns: bool = False
     traces: str = "none"  # none | failures | all
+    repeat: int = 1  # --repeat: every query N times (evaluation/repeats.py)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -213,7 +214,8 @@ def execute(options: RunOptions, *,
                                    options.k, prepared.cutoffs, seed=options.seed,
                                    fail_fast=options.fail_fast,
                                    per_query_path=workdir / "per_query.jsonl",
-                                   index_s=prepared.index_s, ask=prepared.ask)
+                                   index_s=prepared.index_s, ask=prepared.ask,
+                                   repeat=options.repeat)
         checkpoint("queries-done")
         title = options.run_name or f"{prepared.source.preset} on {prepared.golden.name}"
         publishing = Publishing(options.log_breakdowns, options.traces,
@@ -297,7 +299,7 @@ def _params_before_results(prepared: Prepared, options: RunOptions) -> dict[str,
                        versions=getattr(prepared.pipeline, "versions", None) or VersionSnapshot(),
                        k=options.k, cutoffs=prepared.cutoffs, seed=options.seed, aggregate={},
                        scores={}, per_query_path=Path(), per_query_sha256="",
-                       ask=prepared.ask)
+                       ask=prepared.ask, repeat=options.repeat)
     return probe.params()
 
 
