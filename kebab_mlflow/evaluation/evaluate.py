@@ -23,6 +23,7 @@ import numpy as np
 from kebab_mlflow import names, progress
 from kebab_mlflow.config import build_config, digest, flatten, redacted
 from kebab_mlflow.errors import ConfigError
+from kebab_mlflow.evaluation.evidence import EvidenceRun, prepare_evidence
 from kebab_mlflow.evaluation.per_query import PerQueryRow, read_per_query
 from kebab_mlflow.evaluation.runner import check_expected_ids, run_queries
 from kebab_mlflow.golden import GoldenSet, load_golden_set
@@ -75,6 +76,8 @@ class EvalResult:
     per_query_sha256: str
     timings: Mapping[str, float] = field(default_factory=dict)
     ask: bool | None = None  # the run-wide --ask/--no-ask override, None: per query
+    # evidence_rule / evidence_tau when the golden set's evidence was resolved
+    evidence_params: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def metrics(self) -> dict[str, float]:
@@ -99,6 +102,7 @@ class EvalResult:
                 "k": self.k, "cutoffs": ",".join(map(str, self.cutoffs)),
                 "golden_set": self.golden.name, "n_queries": len(self.golden), "seed": self.seed,
                 **({} if self.ask is None else {"ask": "all" if self.ask else "none"}),
+                **self.evidence_params,
                 **_rest(self.source.params(), "preset", "backend")}
 
 
@@ -197,29 +201,36 @@ def evaluate(pipeline: Any, golden: GoldenSet | str | Path, *, k: int = 10,
     pipeline, source = as_pipeline(pipeline, concurrency, golden)
     if hasattr(pipeline, "chunk_ids") and hasattr(pipeline, "doc_ids"):
         check_expected_ids(golden, pipeline.chunk_ids, pipeline.doc_ids)
+    golden, evidence = prepare_evidence(golden, pipeline)
     index_s = time.perf_counter() - t0
     return evaluate_prepared(pipeline, source, golden, k, ks, seed=seed, fail_fast=fail_fast,
-                             per_query_path=per_query_path, index_s=index_s, ask=ask)
+                             per_query_path=per_query_path, index_s=index_s, ask=ask,
+                             evidence=evidence)
 
 
 def evaluate_prepared(pipeline: Any, source: PipelineSource, golden: GoldenSet, k: int,
                       cutoffs: Sequence[int], *, seed: int = 0, fail_fast: bool = False,
                       per_query_path: Path | None = None, index_s: float = 0.0,
-                      ask: bool | None = None) -> EvalResult:
+                      ask: bool | None = None, evidence: EvidenceRun | None = None
+                      ) -> EvalResult:
     """:func:`evaluate` for a pipeline already built and checked against the golden set
-    (``ask`` already applied to it: :func:`with_ask`; here it is only recorded)."""
+    (``ask`` already applied to it: :func:`with_ask`; here it is only recorded). ``evidence``:
+    from :func:`kebab_mlflow.evaluation.evidence.prepare_evidence`, which gave ``golden``."""
     warn_unanswered(golden)
     keep: tempfile.TemporaryDirectory | None = None
     if per_query_path is None:
         keep = tempfile.TemporaryDirectory(prefix="kebab-eval-")
         per_query_path = Path(keep.name) / "per_query.jsonl"
-    outcome = run_queries(pipeline, golden, k, cutoffs, per_query_path, fail_fast=fail_fast)
+    outcome = run_queries(pipeline, golden, k, cutoffs, per_query_path, fail_fast=fail_fast,
+                          evidence=evidence)
     versions = getattr(pipeline, "versions", None)
+    evidence_timing = {} if evidence is None else {"evidence_s": evidence.seconds}
     result = EvalResult(golden, source,
                         versions if isinstance(versions, VersionSnapshot) else VersionSnapshot(),
                         k, tuple(cutoffs), seed, outcome.aggregate, outcome.scores,
                         per_query_path, outcome.per_query_sha256,
-                        {"index_s": index_s, **outcome.timings}, ask)
+                        {"index_s": index_s, **evidence_timing, **outcome.timings}, ask,
+                        {} if evidence is None else evidence.params())
     if keep is not None:
         weakref.finalize(result, keep.cleanup)
     return result

@@ -6,7 +6,10 @@ users ``jq``. Core keys (more may be added)::
                 "similarity"} | null,
      "scores": {metric: value | null}, "latency_ms", "error",
      "first_relevant_rank": {level: rank | 0 (a miss) | null (no ground truth)},
-     "truncated_hits": N}   # only when the pipeline returned N hits past k (dropped)
+     "truncated_hits": N,   # only when the pipeline returned N hits past k (dropped)
+     "evidence": [{"doc", "start", "end", "grade",
+                   "chunks": [{"chunk_id", "span_share", "chunk_share", "relevant"}]}]}
+                            # only for a query with evidence spans: how each resolved
 
 A private golden set drops ``query`` and ``answer.text`` (ids and numbers only). Hit text is
 never written. Floats are written as JSON numbers, NaN scores as null.
@@ -29,7 +32,8 @@ from kebab_mlflow.records import QueryResult
 
 
 def record(query: GoldenQuery, result: QueryResult, scores: Mapping[str, float],
-           private: bool, first_relevant: Mapping[str, float] | None = None) -> dict[str, Any]:
+           private: bool, first_relevant: Mapping[str, float] | None = None,
+           evidence: list[dict[str, object]] | None = None) -> dict[str, Any]:
     """One line of ``per_query.jsonl``. ``first_relevant``: level → rank of the first relevant
     hit (0 = none within the depth, NaN = no ground truth), written as ``first_relevant_rank``
     so that ``compare`` can tell a regression at any retrieval depth (``mrr`` needs 10)."""
@@ -55,6 +59,8 @@ def record(query: GoldenQuery, result: QueryResult, scores: Mapping[str, float],
     if first_relevant is not None:
         rec["first_relevant_rank"] = {level: (None if math.isnan(r) else int(r))
                                       for level, r in first_relevant.items()}
+    if evidence is not None:  # offsets and ids only: no quote, for private sets too
+        rec["evidence"] = evidence
     if private and result.error:
         rec["error"] = result.error.split(":", 1)[0]  # exception type only: messages may quote text
     return rec

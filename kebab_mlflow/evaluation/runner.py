@@ -21,6 +21,7 @@ import numpy as np
 from kebab_mlflow import progress
 from kebab_mlflow.errors import CorpusError, Problem, QueryFailed
 from kebab_mlflow.evaluation.coded import CODED_BATCH, score_coded_batch, timed_coded_hits
+from kebab_mlflow.evaluation.evidence import EvidenceRun
 from kebab_mlflow.evaluation.per_query import PerQueryWriter, record
 from kebab_mlflow.golden import GoldenQuery, GoldenSet
 from kebab_mlflow.interrupts import checkpoint
@@ -110,7 +111,9 @@ def _validate_hits(hits: Sequence[Any]) -> str | None:
 
 
 def run_queries(pipeline: Any, golden: GoldenSet, depth: int, cutoffs: Sequence[int],
-                per_query_path: Path, *, fail_fast: bool = False) -> EvalOutcome:
+                per_query_path: Path, *, fail_fast: bool = False,
+                evidence: EvidenceRun | None = None) -> EvalOutcome:
+    """``evidence``: the run's evidence (evaluation/evidence.py), scored beside the rest."""
     writer = PerQueryWriter(per_query_path)
     chunks: dict[str, list[np.ndarray]] = {}
     answers: list[Answer | None] = []
@@ -129,7 +132,7 @@ def run_queries(pipeline: Any, golden: GoldenSet, depth: int, cutoffs: Sequence[
                     if by_codes else None
                 if scored is None:
                     scored = _batch_by_hits(pipeline, golden, batch, depth, cutoffs, writer,
-                                            with_answers, fail_fast)
+                                            with_answers, fail_fast, evidence)
                 scores, batch_answers, batch_latencies, spent_pipeline, spent_metrics = scored
                 for name, values in scores.items():
                     chunks.setdefault(name, []).append(values)
@@ -150,7 +153,7 @@ def run_queries(pipeline: Any, golden: GoldenSet, depth: int, cutoffs: Sequence[
 
 def _batch_by_hits(pipeline: Any, golden: GoldenSet, batch: Sequence[GoldenQuery], depth: int,
                    cutoffs: Sequence[int], writer: PerQueryWriter, with_answers: bool,
-                   fail_fast: bool):
+                   fail_fast: bool, evidence: EvidenceRun | None = None):
     """Search (and answer) one batch, score it and write its lines: (scores, answers,
     latencies, pipeline seconds, metrics seconds)."""
     t0 = time.perf_counter()
@@ -168,10 +171,13 @@ def _batch_by_hits(pipeline: Any, golden: GoldenSet, batch: Sequence[GoldenQuery
     tables = retrieval_tables(batch, results, depth)
     scores = score_results(batch, results, depth, cutoffs, with_answers=with_answers,
                            tables=tables)
+    if evidence is not None:
+        scores.update(evidence.scores(batch, results, cutoffs))
     ranks = first_relevant_ranks(tables)
     for i, (q, r) in enumerate(zip(batch, results, strict=True)):
         writer.write(record(q, r, {k: v[i] for k, v in scores.items()}, golden.private,
-                            {level: v[i] for level, v in ranks.items()}))
+                            {level: v[i] for level, v in ranks.items()},
+                            evidence.audit(q.id) if evidence is not None else None))
     return (scores, [r.answer for r in results], [r.latency_ms for r in results], t1 - t0,
             time.perf_counter() - t1)
 

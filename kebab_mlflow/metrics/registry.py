@@ -2,8 +2,8 @@
 
 Families with a cut-off are registered once per k in :data:`CUTOFFS` (and any k asked for at
 run time through :func:`ensure_cutoff`). Levels: ``chunk`` (over queries with expected chunk
-ids), ``doc`` (over queries with expected doc ids), ``answer`` (queries with ``ask``), ``run``
-(every query).
+ids), ``doc`` (over queries with expected doc ids), ``answer`` (queries with ``ask``),
+``evidence`` (queries with evidence spans, at character level), ``run`` (every query).
 """
 
 from __future__ import annotations
@@ -71,6 +71,16 @@ _DESCRIPTIONS = {
               "(sparse labels show as a low value)",
 }
 
+# character-level metrics of evidence spans (kebab_mlflow/evidence/resolve.py has the formulas)
+_EVIDENCE_FAMILIES = {
+    "evidence_precision": ("share of the characters of the top {k} chunks that are evidence "
+                           "(overlapping chunks counted each time)", True),
+    "evidence_recall": ("share of the query's evidence characters that the top {k} chunks "
+                        "hold", True),
+    "retrieved_chars": ("characters of document text the top {k} chunks hold (what a reader "
+                        "is given)", False),
+}
+
 JUDGED_LEVELS = ("doc",)  # chunk judgments are all positive: judged = precision there
 
 
@@ -82,6 +92,10 @@ def ensure_cutoff(k: int) -> None:
             if name not in METRICS:
                 register(MetricDef(name, level, _DESCRIPTIONS[family].format(unit=unit, k=k),
                                    family, k))
+    for family, (description, higher) in _EVIDENCE_FAMILIES.items():
+        name = f"{family}_at_{k}"
+        if name not in METRICS:
+            register(MetricDef(name, "evidence", description.format(k=k), family, k, higher))
     for level in JUDGED_LEVELS:
         name = retrieval_name("judged", level, k)
         if name not in METRICS:
@@ -118,7 +132,7 @@ for _name, _desc, _better in (
 
 # --------------------------------------------------------------------------- display order
 
-_LEVEL_ORDER = ("chunk", "doc", "answer", "run")
+_LEVEL_ORDER = ("chunk", "evidence", "doc", "answer", "run")
 _CUTOFF_NAME = re.compile(r"^[a-z]+_at_([1-9][0-9]{0,6})(?:_chunk|_doc)?$")
 _FAMILY_ORDER = ("hit", "mrr", "map", "r_precision", "ndcg", "precision", "recall", "judged")
 

@@ -36,6 +36,7 @@ from kebab_mlflow.evaluation.evaluate import (
     evaluate_prepared,
     with_ask,
 )
+from kebab_mlflow.evaluation.evidence import EvidenceRun, check_evidence, prepare_evidence
 from kebab_mlflow.evaluation.report import headline, run_report, summary_table
 from kebab_mlflow.evaluation.runner import check_expected_ids
 from kebab_mlflow.golden import GoldenSet, load_golden_set
@@ -114,6 +115,7 @@ class Prepared:
     cutoffs: tuple[int, ...]
     index_s: float
     ask: bool | None = None
+    evidence: EvidenceRun | None = None  # the golden set's evidence, resolved
 
 
 def prepare(options: RunOptions, on_status: Callable[[str], None] = lambda s: None) -> Prepared:
@@ -135,12 +137,15 @@ def prepare(options: RunOptions, on_status: Callable[[str], None] = lambda s: No
         corpus = corpus_to_use(options.corpus, golden)
         on_status(f"corpus: {corpus}" + ("" if options.corpus or not golden.corpus
                                          else " (from the golden set)"))
+        check_evidence(golden, corpus)  # a quote not found fails before the index is built
         on_status("loading or building the index")
         pipeline = build_pipeline(config, corpus, oracle_truth(golden.queries))
         check_expected_ids(golden, pipeline.chunk_ids, pipeline.doc_ids)
         source = PipelineSource(options.preset, config["backend"], corpus,
                                 pipeline.config)  # tokenizer and gate resolved for the corpus
-    return Prepared(golden, pipeline, source, cutoffs, time.perf_counter() - t0, options.ask)
+    golden, evidence = prepare_evidence(golden, pipeline)
+    return Prepared(golden, pipeline, source, cutoffs, time.perf_counter() - t0, options.ask,
+                    evidence)
 
 
 def corpus_to_use(explicit: str | None, golden: GoldenSet) -> str:
@@ -200,7 +205,8 @@ def execute(options: RunOptions, *,
                                    options.k, prepared.cutoffs, seed=options.seed,
                                    fail_fast=options.fail_fast,
                                    per_query_path=workdir / "per_query.jsonl",
-                                   index_s=prepared.index_s, ask=prepared.ask)
+                                   index_s=prepared.index_s, ask=prepared.ask,
+                                   evidence=prepared.evidence)
         checkpoint("queries-done")
         title = options.run_name or f"{prepared.source.preset} on {prepared.golden.name}"
         publishing = Publishing(options.log_breakdowns, options.traces,
@@ -262,7 +268,8 @@ def _params_before_results(prepared: Prepared, options: RunOptions) -> dict[str,
     probe = EvalResult(prepared.golden, prepared.source,
                        getattr(prepared.pipeline, "versions", None) or VersionSnapshot(),
                        options.k, prepared.cutoffs, options.seed, {}, {}, Path(), "",
-                       ask=prepared.ask)
+                       ask=prepared.ask, evidence_params={} if prepared.evidence is None
+                       else prepared.evidence.params())
     return probe.params()
 
 

@@ -1,0 +1,269 @@
+"""Evidence spans: shape and corpus validation with file:line, the evidence-v1 rule, the
+per-query audit, character metrics, and chunk metrics equal to expected_chunk_ids' on a set
+anchored from the same chunking."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import GOLDEN, KB, write
+
+import kebab_mlflow as km
+from kebab_mlflow.errors import GoldenSetError
+from kebab_mlflow.evidence.anchor import anchor_chunk
+from kebab_mlflow.evidence.locate import LocatedSpan
+from kebab_mlflow.evidence.resolve import (
+    ChunkIndex,
+    IndexedChunk,
+    char_counts,
+    is_relevant,
+    resolve_query,
+)
+from kebab_mlflow.golden import load_golden_set
+from kebab_mlflow.pipeline.chunker import ChunkerConfig, chunk_spans
+from kebab_mlflow.pipeline.corpus import Corpus, Document, load_corpus
+
+DOC_TEXT = "alpha beta gamma. delta epsilon zeta. alpha beta again."
+
+
+def golden_file(tmp_path: Path, body: str, private: bool = False) -> Path:
+    head = f"name: ev\nprivate: {str(private).lower()}\nqueries:\n"
+    return write(tmp_path / "g.yaml", head + textwrap.dedent(body))
+
+
+def corpus_dir(tmp_path: Path, docs: dict[str, str]) -> Path:
+    for doc_id, text in docs.items():
+        write(tmp_path / "kb" / f"{doc_id}.md", text)
+    return tmp_path / "kb"
+
+
+# --- 1. shape, with file:line, all at once --------------------------------------------------
+
+def test_shape_problems_are_all_reported_with_their_lines(tmp_path):
+    path = golden_file(tmp_path, """\
+        - id: q1
+          query: one
+          expected_doc_ids: [a]
+          evidence:
+            - {doc: a, quote: "x", start: 0, end: 1}
+            - {doc: a, start: 5, end: 2}
+            - {doc: a, quote: "y", grade: 0}
+            - {doc: b, quote: "z"}
+            - {doc: a, quote: "w", colour: red}
+        """)
+    with pytest.raises(GoldenSetError) as info:
+        load_golden_set(path)
+    shown = [str(p) for p in info.value.problems]
+    assert any(s.startswith(f"{path}:8 [query q1]: evidence #1 needs either") for s in shown)
+    assert any(s.startswith(f"{path}:9 [query q1]: evidence #2: offsets must") for s in shown)
+    assert any(s.startswith(f"{path}:10 [query q1]: evidence #3: 'grade'") for s in shown)
+    assert any("unknown key 'colour'" in s and s.startswith(f"{path}:12") for s in shown)
+    assert any("evidence in doc 'b', which expected_doc_ids does not list" in s for s in shown)
+    assert len(shown) == 5
+
+
+def test_evidence_alone_is_chunk_truth(tmp_path):
+    path = golden_file(tmp_path, """\
+        - id: q1
+          query: one
+          evidence: [{doc: a, quote: "beta"}, {doc: a, start: 0, end: 5, grade: 2}]
+        """)
+    q = load_golden_set(path).queries[0]
+    assert q.has_chunk_truth and not q.expected_chunk_ids
+    assert [(e.doc, e.quote, e.start, e.grade) for e in q.evidence] == [
+        ("a", "beta", None, 1), ("a", None, 0, 2)]
+
+
+# --- 1. against the corpus ------------------------------------------------------------------
+
+def test_a_quote_not_found_duplicated_or_offsets_out_of_range_fail_before_any_query(tmp_path):
+    kb = corpus_dir(tmp_path, {"a": DOC_TEXT})
+    path = golden_file(tmp_path, """\
+        - id: q1
+          query: alpha
+          evidence:
+            - {doc: a, quote: "alpha beta"}
+            - {doc: a, quote: "omega"}
+            - {doc: a, start: 0, end: 500}
+            - {doc: a, quote: "alpha beta", occurrence: 3}
+            - {doc: nowhere, quote: "alpha"}
+        """)
+    with pytest.raises(GoldenSetError) as info:
+        km.evaluate(km.reference_pipeline("naive_baseline", kb), path)
+    shown = [str(p) for p in info.value.problems]
+    assert shown == [
+        f"{path}:7 [query q1]: evidence #1: quote 'alpha beta' occurs 2 times in doc 'a' (at "
+        "offsets 0, 38): add occurrence: N (1 to 2)",
+        f"{path}:8 [query q1]: evidence #2: quote 'omega' is not in doc 'a' as parsed (edited "
+        "document? re-anchor or fix the quote)",
+        f"{path}:9 [query q1]: evidence #3: offsets 0..500 are out of range: doc 'a' has 55 "
+        "characters as parsed",
+        f"{path}:10 [query q1]: evidence #4: occurrence 3 of quote 'alpha beta', but doc 'a' "
+        "holds it 2 time(s)",
+        f"{path}:11 [query q1]: evidence #5: doc 'nowhere' is not in the corpus"]
+
+
+def test_a_private_set_never_shows_its_quotes(tmp_path):
+    kb = corpus_dir(tmp_path, {"a": DOC_TEXT})
+    path = golden_file(tmp_path, """\
+        - id: q1
+          query: alpha
+          evidence: [{doc: a, quote: "secret words"}]
+        """, private=True)
+    with pytest.raises(GoldenSetError) as info:
+        km.evaluate(km.reference_pipeline("naive_baseline", kb), path)
+    assert "secret" not in str(info.value)
+    assert "the quote of 12 characters is not in doc 'a'" in str(info.value)
+
+
+def test_an_edit_that_removes_a_quote_fails_validation(tmp_path):
+    kb = corpus_dir(tmp_path, {"a": DOC_TEXT})
+    path = golden_file(tmp_path, """\
+        - id: q1
+          query: zeta
+          evidence: [{doc: a, quote: "delta epsilon"}]
+        """)
+    assert km.evaluate(km.reference_pipeline("naive_baseline", kb), path).metrics["hit_at_1"] == 1
+    (kb / "a.md").write_text(DOC_TEXT.replace("epsilon", "eta"))
+    with pytest.raises(GoldenSetError, match=r"g.yaml:6 \[query q1\]: evidence #1: quote "
+                                             r"'delta epsilon' is not in doc 'a'"):
+        km.evaluate(km.reference_pipeline("naive_baseline", kb), path)
+
+
+# --- 2. the rule ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("overlap, span, chunk, relevant", [
+    (10, 10, 100, True),   # a short span inside the chunk
+    (5, 10, 100, True),    # half of it: τ = 0.5 is inclusive
+    (4, 10, 100, False),   # less than half of a short span
+    (50, 1000, 100, True),  # half the chunk is that long span
+    (49, 1000, 100, False),
+    (0, 10, 100, False),   # no shared character
+])
+def test_evidence_v1_rule(overlap, span, chunk, relevant):
+    assert is_relevant(overlap, span, chunk) is relevant
+
+
+def index_of(*chunks: tuple[str, str, tuple[tuple[int, int], ...]]) -> ChunkIndex:
+    return ChunkIndex(IndexedChunk(chunk_id=c, doc_id=d, spans=s) for c, d, s in chunks)
+
+
+def test_a_span_split_across_overlapping_chunks_resolves_to_each_holding_enough():
+    # chunks [0,100) and [80,180) overlap by 20; a span [90,130) of 40 characters
+    index = index_of(("d#0", "d", ((0, 100),)), ("d#1", "d", ((80, 180),)),
+                     ("d#2", "d", ((160, 260),)))
+    resolution = resolve_query([LocatedSpan(doc="d", start=90, end=130, grade=2)], index)
+    assert dict(resolution.grades) == {"d#1": 2}  # d#0 holds 10 of 40, d#1 all 40
+    covers = {c.chunk_id: (c.span_share, c.chunk_share) for c in resolution.spans[0].covers}
+    assert covers == {"d#0": (0.25, 0.1), "d#1": (1.0, 0.4)}
+
+
+def test_character_metrics_by_hand():
+    index = index_of(("d#0", "d", ((0, 100),)), ("d#1", "d", ((80, 180),)),
+                     ("e#0", "e", ((0, 50),)))
+    evidence = [LocatedSpan(doc="d", start=90, end=130), LocatedSpan(doc="d", start=120,
+                                                                     end=140)]
+    # E = [90,140): 50 characters. top 2 = d#0, d#1: read 200; evidence read 10 + 50 = 60;
+    # found = |[0,180) ∩ E| = 50
+    counts = char_counts(evidence, ["d#0", "d#1"], index)
+    assert (counts.evidence_read, counts.read, counts.evidence_found, counts.evidence) == \
+        (60, 200, 50, 50)
+    counts = char_counts(evidence, ["e#0", "unknown#3"], index)
+    assert (counts.evidence_read, counts.read, counts.evidence_found) == (0, 50, 0)
+
+
+def test_whole_documents_do_not_beat_a_tight_chunk_on_evidence_precision():
+    tight = index_of(("d#0", "d", ((0, 100),)), ("d#1", "d", ((100, 1000),)))
+    whole = index_of(("d#0", "d", ((0, 1000),)))
+    evidence = [LocatedSpan(doc="d", start=10, end=60)]
+    t, w = char_counts(evidence, ["d#0"], tight), char_counts(evidence, ["d#0"], whole)
+    assert t.evidence_found == w.evidence_found == 50
+    assert t.evidence_read / t.read == 0.5 > w.evidence_read / w.read == 0.05
+
+
+# --- 2. chunk spans are offsets into the parsed text -----------------------------------------
+
+def test_chunk_spans_point_at_the_text_each_chunk_holds():
+    corpus = load_corpus(KB)
+    texts = {d.doc_id: d.text for d in corpus.documents}
+    chunks = {c.chunk_id: c for c in km.reference_pipeline("naive_baseline", KB).chunks}
+    for config in (ChunkerConfig("structure", 200, 100), ChunkerConfig("structure", 800, 0),
+                   ChunkerConfig("document", 800, 100)):
+        for cs in chunk_spans(corpus, config):
+            *headings, body = cs.spans
+            if config == ChunkerConfig():  # the index's chunking: same text
+                assert " ".join(texts[cs.doc_id][slice(*body)].split()) in \
+                    " ".join(chunks[cs.chunk_id].text.split())
+            assert all(texts[cs.doc_id][s:e].strip() for s, e in cs.spans)
+
+
+def test_offsets_are_into_the_beir_text_not_the_title(tmp_path):
+    corpus = Corpus(source="x", digest="0", documents=(
+        Document("p1", "First paragraph here.\n\nSecond one.", "A Title"),))
+    [spans] = list(chunk_spans(corpus, ChunkerConfig("document", 800, 100)))
+    assert spans.spans == ((0, len(corpus.documents[0].text)),)
+
+
+# --- must hold: anchored from the current chunking = the expected_chunk_ids metrics ---------
+
+def anchored_copy(golden_path: Path, pipeline, out: Path) -> tuple[Path, int]:
+    """The golden set with evidence from its expected_chunk_ids (the anchor's core), and how
+    many queries were anchored."""
+    import yaml
+
+    data = yaml.safe_load(golden_path.read_text())
+    texts = {d.doc_id: d.text for d in pipeline.corpus.documents}
+    index = ChunkIndex(IndexedChunk(chunk_id=c.chunk_id, doc_id=c.doc_id, spans=c.spans)
+                       for c in pipeline.chunk_spans())
+    anchored = 0
+    for q in data["queries"]:
+        entries = [a.entry() for c in q.get("expected_chunk_ids") or ()
+                   for a in anchor_chunk(c, index, texts)]
+        if entries:
+            q["evidence"] = entries
+            anchored += 1
+    out.write_text(yaml.safe_dump(data, allow_unicode=True, sort_keys=False))
+    return out, anchored
+
+
+CHUNK_METRICS = ("hit_at_1", "hit_at_5", "mrr", "precision_at_5_chunk", "recall_at_10_chunk",
+                 "ndcg_at_10_chunk", "map_chunk", "r_precision_chunk")
+
+
+def test_anchored_fixture_set_gives_the_expected_chunk_ids_metrics_exactly(tmp_path):
+    pipeline = km.reference_pipeline("naive_baseline", KB)
+    path, anchored = anchored_copy(GOLDEN, pipeline, tmp_path / "anchored.yaml")
+    assert anchored == sum(1 for q in load_golden_set(GOLDEN).queries if q.expected_chunk_ids)
+    by_ids = km.evaluate(pipeline, GOLDEN)
+    by_evidence = km.evaluate(pipeline, path)
+    for name in CHUNK_METRICS:
+        np.testing.assert_array_equal(by_ids.scores[name], by_evidence.scores[name], name)
+    assert by_evidence.params()["evidence_rule"] == "evidence-v1"
+    assert by_evidence.params()["evidence_tau"] == 0.5
+    rows = [json.loads(line) for line in by_evidence.per_query_path.read_text().splitlines()]
+    audited = [r for r in rows if "evidence" in r]
+    assert len(audited) == anchored
+    for row in audited:
+        relevant = {c["chunk_id"] for e in row["evidence"] for c in e["chunks"] if c["relevant"]}
+        expected = set(next(q for q in load_golden_set(GOLDEN).queries
+                            if q.id == row["id"]).expected_chunk_ids)
+        assert relevant == expected
+    recall = by_evidence.scores["evidence_recall_at_10"]
+    assert np.nanmin(recall) >= 0 and np.nanmax(recall) <= 1
+
+
+def test_private_set_writes_offsets_not_quotes(tmp_path):
+    kb = corpus_dir(tmp_path, {"a": DOC_TEXT})
+    path = golden_file(tmp_path, """\
+        - id: q1
+          query: zeta epsilon
+          evidence: [{doc: a, quote: "delta epsilon zeta"}]
+        """, private=True)
+    result = km.evaluate(km.reference_pipeline("naive_baseline", kb), path)
+    text = result.per_query_path.read_text()
+    assert "delta epsilon" not in text and '"start": 18, "end": 36' in text
+    assert "delta" not in json.dumps(result.params())
