@@ -5,12 +5,13 @@ anchored from the same chunking."""
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import GOLDEN, KB, write
+from conftest import GOLDEN, KB, SHARED, write
 
 import kebab_mlflow as km
 from kebab_mlflow.errors import GoldenSetError
@@ -267,3 +268,130 @@ def test_private_set_writes_offsets_not_quotes(tmp_path):
     text = result.per_query_path.read_text()
     assert "delta epsilon" not in text and '"start": 18, "end": 36' in text
     assert "delta" not in json.dumps(result.params())
+
+
+# --- 4. compare across chunkers ---------------------------------------------------------------
+
+def test_compare_stays_at_chunk_level_across_chunkers_when_the_set_has_evidence(tmp_path):
+    tight = km.reference_pipeline("naive_baseline", KB, chunker__max_chars=400)
+    wide = km.reference_pipeline("naive_baseline", KB)
+    path, _ = anchored_copy(GOLDEN, wide, tmp_path / "anchored.yaml")
+    import yaml
+
+    data = yaml.safe_load(path.read_text())
+    for q in data["queries"]:
+        q.pop("expected_chunk_ids", None)  # chunk truth from evidence only
+    evidence_only = tmp_path / "evidence-only.yaml"
+    evidence_only.write_text(yaml.safe_dump(data, allow_unicode=True, sort_keys=False))
+    comparison = km.compare(km.evaluate(wide, evidence_only), km.evaluate(tight, evidence_only))
+    assert comparison.level.startswith("chunk")
+    assert any("CHUNK-LEVEL comparison through the golden set's evidence spans (rule "
+               "evidence-v1, tau 0.5)" in n for n in comparison.notes)
+    assert {m.name for m in comparison.metrics} & {"mrr", "hit_at_5"}
+
+    plain = km.compare(km.evaluate(wide, GOLDEN), km.evaluate(tight, GOLDEN))
+    assert plain.level == "doc"
+    assert any("DOC-LEVEL" in n and "the golden set has no evidence spans" in n
+               for n in plain.notes)
+
+
+# --- 5. golden anchor -------------------------------------------------------------------------
+
+def run_cli(args: list[str]):
+    from typer.testing import CliRunner
+
+    from kebab_mlflow.cli import app
+
+    return CliRunner().invoke(app, args)
+
+
+def test_golden_anchor_keeps_comments_and_fields_and_reports_what_it_could_not(tmp_path):
+    source = GOLDEN.read_text().replace('expected_chunk_ids: ["harbor-transit#2"]',
+                                        'expected_chunk_ids: ["harbor-transit#2", "nope#9"]', 1)
+    golden = write(tmp_path / "g.yaml", source)
+    res = run_cli(["golden", "anchor", str(golden), "--corpus", str(KB), "--out",
+                   str(tmp_path / "a.yaml")])
+    assert res.exit_code == 0, res.output
+    assert "anchored 44 chunk(s) of 38 queries" in res.output
+    assert f"{golden}:24 [query g001]: chunk 'nope#9' is not in this chunking" in res.output
+    anchored = (tmp_path / "a.yaml").read_text()
+    removed = [line for line in source.splitlines() if line not in anchored.splitlines()]
+    assert removed == []  # every line kept, comments included; evidence lines added
+    assert golden.read_text() == source  # --out: the input is untouched
+    first, second = load_golden_set(tmp_path / "a.yaml").queries[:2]
+    assert not first.evidence  # one of its chunks could not be anchored
+    evidence = second.evidence
+    assert evidence[0].doc == "harbor-transit" and "48.5 million euros" in evidence[0].quote
+
+
+def test_golden_anchor_writes_nothing_when_the_set_is_invalid(tmp_path):
+    golden = write(tmp_path / "g.yaml", "queries:\n  - {id: q1}\n")
+    res = run_cli(["golden", "anchor", str(golden), "--corpus", str(KB)])
+    assert res.exit_code == 2 and "missing required key 'query'" in res.output
+    assert golden.read_text() == "queries:\n  - {id: q1}\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["g.yaml"]
+
+
+class ChunkedRanker:
+    """A pipeline over a real corpus and chunking whose rankings are seeded shuffles that hold
+    each query's expected chunks at varied ranks (the metrics vary; the truth is the point)."""
+
+    def __init__(self, corpus: Corpus, config: ChunkerConfig, truth: dict[str, list[str]]):
+        from kebab_mlflow.pipeline.chunker import chunk_corpus
+
+        self.corpus, self.config, self.truth = corpus, config, truth
+        self.chunks = chunk_corpus(corpus, config)
+        self.chunk_ids = {c.chunk_id for c in self.chunks}
+        self.doc_of = {c.chunk_id: c.doc_id for c in self.chunks}
+        self.doc_ids = {c.doc_id for c in self.chunks}
+        self.versions = km.VersionSnapshot(chunker_version="test")
+
+    def chunk_spans(self):
+        return list(chunk_spans(self.corpus, self.config))
+
+    def search(self, query: str, k: int):
+        rng = np.random.default_rng(abs(hash(query)) % 2**32)
+        picks = [self.chunks[i].chunk_id for i in rng.choice(len(self.chunks), k, replace=False)]
+        for chunk_id in self.truth[query]:
+            if rng.random() < 0.8 and chunk_id not in picks:
+                picks[int(rng.integers(0, k))] = chunk_id
+        ranked = dict.fromkeys(picks)
+        return [km.Hit(c, self.doc_of[c], 1.0 / r, r) for r, c in enumerate(ranked, 1)]
+
+    def ask(self, query, hits):
+        raise NotImplementedError
+
+
+# ../shared beside the checkout (a worktree elsewhere: KEBAB_SHARED names the folder)
+SCIFACT = Path(os.environ.get("KEBAB_SHARED", SHARED)) / "datasets" / "scifact"
+
+
+@pytest.mark.skipif(not (SCIFACT / "corpus.jsonl.gz").is_file(),
+                    reason="../shared/datasets/scifact is not here")
+def test_anchored_scifact_size_set_gives_the_expected_chunk_ids_metrics_exactly(tmp_path):
+    corpus = load_corpus(SCIFACT)
+    config = ChunkerConfig("structure", 400, 100)
+    pipeline = ChunkedRanker(corpus, config, {})
+    chunks = {c.chunk_id: c for c in pipeline.chunks}
+    rng = np.random.default_rng(7)
+    ids = sorted(chunks)
+    queries, truth = [], {}
+    for n, i in enumerate(rng.choice(len(ids), 300, replace=False)):
+        picked = [ids[i]] + ([ids[i + 1]] if n % 3 == 0 and i + 1 < len(ids) else [])
+        text = f"q{n} " + " ".join(chunks[ids[i]].text.split()[:6])
+        truth[text] = picked
+        queries.append({"id": f"q{n}", "query": text, "expected_chunk_ids": picked})
+    import yaml
+
+    golden = write(tmp_path / "g.yaml", yaml.safe_dump({"name": "scifact-chunks",
+                                                        "queries": queries}))
+    from kebab_mlflow.evaluation.anchoring import anchor_golden_set
+
+    report = anchor_golden_set(golden, SCIFACT, out=tmp_path / "a.yaml",
+                               overrides={"chunker.max_chars": 400})
+    assert report.queries_anchored == 300 and not report.not_anchored
+    pipeline.truth = truth
+    by_ids, by_evidence = km.evaluate(pipeline, golden), km.evaluate(pipeline, report.out)
+    for name in CHUNK_METRICS:
+        np.testing.assert_array_equal(by_ids.scores[name], by_evidence.scores[name], name)
+    assert 0 < np.nanmean(by_ids.scores["mrr"]) < 1

@@ -118,12 +118,37 @@ def _chunk_ids_comparable(baseline: RunSide, candidate: RunSide, options: Compar
     if not changed:
         return True
     detail = ", ".join(f"{k} {vb[k]} → {vc[k]}" for k in changed)
+    through_evidence, why_not = _evidence_chunk_level(baseline, candidate)
+    if through_evidence:
+        notes.append(f"{detail}: CHUNK-LEVEL comparison through the golden set's evidence "
+                     f"spans ({through_evidence}): each run's relevant chunks were derived from "
+                     "the same spans under its own chunking")
+        return True
     msg = (f"chunk ids are not comparable ({detail}): DOC-LEVEL comparison, chunk-level "
-           "metrics replaced by their _doc variants")
+           f"metrics replaced by their _doc variants ({why_not})")
     if options.strict:
         problems.append(Problem(msg + " (--strict refuses this)", "versions"))
     notes.append(msg)
     return False
+
+
+def _evidence_chunk_level(baseline: RunSide, candidate: RunSide) -> tuple[str, str]:
+    """(the rule, "") when both runs derived their chunk truth from evidence spans by the
+    same rule — every query with chunk truth has evidence in both — else ("", why not)."""
+    rules = {(s.params.get("evidence_rule"), s.params.get("evidence_tau"))
+             for s in (baseline, candidate)}
+    if any(rule is None for rule, _ in rules):
+        return "", ("the golden set has no evidence spans; `kebab-mlflow golden anchor` "
+                    "adds them" if rules == {(None, None)} else
+                    "only one run resolved evidence spans")
+    if len(rules) > 1:
+        return "", "the runs resolved evidence by different rules"
+    by_ids = sum(1 for side in (baseline, candidate) for r in side.rows
+                 if r.evidence is None and (r.first_relevant_rank or {}).get("chunk") is not None)
+    if by_ids:
+        return "", f"{by_ids} query row(s) have chunk truth from expected_chunk_ids only"
+    [(rule, tau)] = rules
+    return f"rule {rule}, tau {tau}", ""
 
 
 def _provenance_check(baseline: RunSide, candidate: RunSide, options: CompareOptions,

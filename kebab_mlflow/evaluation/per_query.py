@@ -100,6 +100,7 @@ class PerQueryRow:
     latency_ms: float
     error: str | None
     first_relevant_rank: dict | None = None  # level -> rank, 0 = miss, None = no truth
+    evidence: tuple[dict, ...] | None = None  # how the query's evidence spans resolved
 
 
 def read_per_query(path: Path) -> Iterator[PerQueryRow]:
@@ -155,7 +156,11 @@ def _row(raw: bytes, where: str) -> PerQueryRow:
             for v in first.values())):
         problems.append(Problem("'first_relevant_rank' must map levels to ranks >= 0 or null",
                                 where))
+    evidence = rec.get("evidence")  # only for queries with evidence spans
+    if evidence is not None and not (isinstance(evidence, list)
+                                     and all(isinstance(e, dict) for e in evidence)):
+        problems.append(Problem("'evidence' must be a list of objects", where))
     if problems:
         raise PerQueryError("unreadable per_query.jsonl", problems)
     return PerQueryRow(rec["id"], query, tuple(hits), answer, scores, float(latency), error,
-                       first)
+                       first, None if evidence is None else tuple(evidence))
