@@ -118,7 +118,8 @@ def test_help_imports_no_heavy_module():
 # kebab_mlflow/cli.py), with the commands added since beside their kin: import-trec after the
 # run module's commands, power after compare, tune after sweep, golden (anchor) after validate.
 HELP_ORDER = ["validate", "golden", "metrics", "presets", "run", "runs", "show", "ui",
-              "import-beir", "upload", "import-trec", "compare", "power", "sweep", "tune", "calibrate",
+              "import-beir", "upload", "import-trec", "compare", "power", "sweep", "tune",
+              "calibrate",
               "import-squad", "baseline"]
 
 

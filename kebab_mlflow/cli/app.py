@@ -59,7 +59,8 @@ class _App(typer.Typer):
 # power after compare, tune after sweep). Registration order depends on the modules' layout,
 # so the order is written here; a command missing from it is listed last.
 HELP_ORDER = ("validate", "golden", "metrics", "presets", "run", "runs", "show", "ui",
-              "import-beir", "upload", "import-trec", "compare", "power", "sweep", "tune", "calibrate",
+              "import-beir", "upload", "import-trec", "compare", "power", "sweep", "tune",
+              "calibrate",
               "import-squad", "baseline")
 
 
