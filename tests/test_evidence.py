@@ -395,3 +395,42 @@ def test_anchored_scifact_size_set_gives_the_expected_chunk_ids_metrics_exactly(
     for name in CHUNK_METRICS:
         np.testing.assert_array_equal(by_ids.scores[name], by_evidence.scores[name], name)
     assert 0 < np.nanmean(by_ids.scores["mrr"]) < 1
+
+
+# --- 5. import-squad writes evidence from the answer spans ------------------------------------
+
+def test_import_squad_writes_each_answer_span_as_evidence(tmp_path):
+    from kebab_mlflow.importers.squad import import_squad
+
+    rows = []
+    for a in range(4):
+        ctx = f"In {a}0 BC the tally was 7. Later, in year {a}1, the tally was 7 again."
+        rows += [  # the answer "7" at its second place, and a unique span with a wrong start
+            {"id": f"q{a}", "question": f"What was the later tally {a}?", "title": f"T{a}",
+             "passage_id": f"{a}_0", "context": ctx,
+             "answers": {"text": ["7"], "answer_start": [ctx.rindex("7")]}},
+            {"id": f"r{a}", "question": f"When was it later {a}?", "title": f"T{a}",
+             "passage_id": f"{a}_0", "context": ctx,
+             "answers": {"text": [f"year {a}1"], "answer_start": [999]}}]  # off: unique text
+    src = write(tmp_path / "src" / "qa.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
+    s = import_squad(src, tmp_path / "out", abstain_share=0.0, test_share=0.5, seed=0)
+    corpus = load_corpus(s.corpus)
+    texts = {d.doc_id: d.text for d in corpus.documents}
+    for split in s.splits:
+        for q in load_golden_set(split.path).queries:
+            (entry,) = q.evidence
+            assert entry.doc in q.expected_doc_ids
+            assert entry.quote == q.must_contain[0]
+            if q.id.startswith("q"):
+                assert entry.occurrence == 2  # answer_start picked the second "7"
+            else:
+                assert entry.occurrence is None and texts[entry.doc].count(entry.quote) == 1
+        result = km.evaluate(km.reference_pipeline("naive_baseline", s.corpus,
+                                                   chunker__max_chars=40,
+                                                   chunker__overlap_chars=0), split.path,
+                             ask=False)
+        rows_out = [json.loads(line) for line in result.per_query_path.read_text().splitlines()]
+        late = [r for r in rows_out if r["id"].startswith("q")]
+        # the second "7" lies in the paragraph's second sentence: its chunk, not the first
+        assert all([c["chunk_id"] for c in r["evidence"][0]["chunks"]] == [f"{r['id'][1]}_0#1"]
+                   for r in late)
