@@ -192,10 +192,11 @@ def test_chunk_spans_point_at_the_text_each_chunk_holds():
     corpus = load_corpus(KB)
     texts = {d.doc_id: d.text for d in corpus.documents}
     chunks = {c.chunk_id: c for c in km.reference_pipeline("naive_baseline", KB).chunks}
-    for config in (ChunkerConfig("structure", 200, 100), ChunkerConfig("structure", 800, 0),
+    for config in (ChunkerConfig(), ChunkerConfig("structure", 200, 100),
+                   ChunkerConfig("structure", 800, 0),
                    ChunkerConfig("document", 800, 100)):
         for cs in chunk_spans(corpus, config):
-            *headings, body = cs.spans
+            (body,) = cs.spans
             if config == ChunkerConfig():  # the index's chunking: same text
                 assert " ".join(texts[cs.doc_id][slice(*body)].split()) in \
                     " ".join(chunks[cs.chunk_id].text.split())
@@ -434,3 +435,28 @@ def test_import_squad_writes_each_answer_span_as_evidence(tmp_path):
         # the second "7" lies in the paragraph's second sentence: its chunk, not the first
         assert all([c["chunk_id"] for c in r["evidence"][0]["chunks"]] == [f"{r['id'][1]}_0#1"]
                    for r in late)
+
+
+@pytest.mark.parametrize("config", [ChunkerConfig("structure", 200, 0),
+                                    ChunkerConfig("structure", 200, 100),
+                                    ChunkerConfig("structure", 800, 100),
+                                    ChunkerConfig("document", 800, 100)])
+def test_every_span_of_chunked_text_makes_some_chunk_relevant(config):
+    """The guarantee τ = 0.5 buys (docs/evidence.md): seeded random spans of 1 to 1,500
+    characters over the fixture documents, each holding some chunked character."""
+    corpus = load_corpus(KB)
+    index = ChunkIndex(IndexedChunk(chunk_id=c.chunk_id, doc_id=c.doc_id, spans=c.spans)
+                       for c in chunk_spans(corpus, config))
+    rng = np.random.default_rng(29)
+    tried = 0
+    for _ in range(3000):
+        doc = corpus.documents[int(rng.integers(len(corpus.documents)))]
+        start = int(rng.integers(len(doc.text)))
+        end = min(len(doc.text), start + int(rng.integers(1, 1500)))
+        if end <= start or not index.chunked(doc.doc_id) or \
+                not any(s < end and start < e for s, e in index.chunked(doc.doc_id)):
+            continue
+        tried += 1
+        resolution = resolve_query([LocatedSpan(doc=doc.doc_id, start=start, end=end)], index)
+        assert resolution.grades, (doc.doc_id, start, end)
+    assert tried > 2000

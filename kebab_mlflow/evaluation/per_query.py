@@ -100,7 +100,7 @@ class PerQueryRow:
     latency_ms: float
     error: str | None
     first_relevant_rank: dict | None = None  # level -> rank, 0 = miss, None = no truth
-    evidence: tuple[dict, ...] | None = None  # how the query's evidence spans resolved
+    evidence: tuple[dict[str, Any], ...] | None = None  # how its evidence spans resolved
 
 
 def read_per_query(path: Path) -> Iterator[PerQueryRow]:

@@ -36,8 +36,8 @@ class Anchor:
 
 
 def unique_body(chunk_id: str, index: ChunkIndex) -> list[Span]:
-    """The pieces of the chunk's body (its last span) that no other chunk of its document
-    holds, in document order."""
+    """The pieces of the chunk's body that no other chunk of its document holds, in document
+    order."""
     chunk = index.by_id[chunk_id]
     if not chunk.spans:
         return []

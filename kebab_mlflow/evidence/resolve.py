@@ -5,8 +5,10 @@ s when they share characters and
 
     |s ∩ c| >= τ · min(|s|, |c|)
 
-where |c| counts the characters of the document text the chunk holds (its heading path and
-its body, :func:`kebab_mlflow.pipeline.chunker.chunk_spans`). For a span shorter than the
+where |c| counts the characters of the document text the chunk holds (its body, from its
+first paragraph to the end of its last: :func:`kebab_mlflow.pipeline.chunker.chunk_spans`) and
+|s| the span's characters that some chunk holds (the blank lines between two chunks and the
+headings are in none). For a span shorter than the
 chunk this is "the chunk holds at least τ of the span" (all of it, for a span inside one
 chunk); for a span longer than the chunk it is "at least τ of the chunk is that span", so a
 long passage cut into many small chunks makes each of them relevant rather than none. A
@@ -92,6 +94,14 @@ class ChunkIndex:
         for chunk in chunks:
             self.by_doc.setdefault(chunk.doc_id, []).append(chunk)
             self.by_id[chunk.chunk_id] = chunk
+        self._chunked: dict[str, list[Span]] = {}
+
+    def chunked(self, doc_id: str) -> list[Span]:
+        """The characters of a document that some chunk holds (disjoint spans)."""
+        if doc_id not in self._chunked:
+            self._chunked[doc_id] = merged(s for c in self.by_doc.get(doc_id, ())
+                                           for s in c.spans)
+        return self._chunked[doc_id]
 
 
 def shared(spans: Sequence[Span], start: int, end: int) -> int:
@@ -111,11 +121,14 @@ def resolve_query(spans: Sequence[LocatedSpan], index: ChunkIndex,
     grades: dict[str, int] = {}
     for span in spans:
         covers = []
+        # the span's characters that some chunk holds: blank lines between two chunks belong
+        # to neither, and must not keep a span that straddles them from resolving
+        held = shared(index.chunked(span.doc), span.start, span.end)
         for chunk in index.by_doc.get(span.doc, ()):
             overlap = shared(chunk.spans, span.start, span.end)
             if overlap == 0:
                 continue
-            relevant = is_relevant(overlap, span.length, chunk.size, tau)
+            relevant = is_relevant(overlap, held, chunk.size, tau)
             covers.append(ChunkCover(chunk_id=chunk.chunk_id, span_share=overlap / span.length,
                                      chunk_share=overlap / chunk.size, relevant=relevant))
             if relevant:

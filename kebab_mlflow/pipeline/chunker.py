@@ -9,10 +9,11 @@ chunk begins with its heading path, so a chunk says what it is about. ``mode: do
 each document whole (one chunk), the usual choice for BEIR collections whose documents are
 already passages.
 
-:func:`chunk_spans` gives, for each chunk, where its text comes from: character offsets into
-the parsed document text (``Document.text``) of its heading path and of its body (the first
-paragraph it holds to the end of its last). Evidence spans (:mod:`kebab_mlflow.evidence`) are
-resolved against them.
+:func:`chunk_spans` gives, for each chunk, where its own text comes from: the character
+offsets in the parsed document text (``Document.text``) of its body, from the first paragraph
+it holds to the end of its last. The heading path it repeats is context, shared by every chunk
+of the section, and not counted. Evidence spans (:mod:`kebab_mlflow.evidence`) are resolved
+against these offsets.
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ Span = tuple[int, int]  # [start, end) character offsets into Document.text
 
 @dataclass(frozen=True, kw_only=True)
 class ChunkSpans:
-    """Where a chunk's text comes from in its document: disjoint, ascending spans."""
+    """Where a chunk's own text (its body) is in its document: one span, none for a document
+    without a body."""
 
     chunk_id: str
     doc_id: str
@@ -97,14 +99,12 @@ def _chunks_with_spans(doc: Document,
     pieces: list[tuple[str, tuple[Span, ...]]] = []
     for headings, paragraphs in _sections(doc.text):
         prefix = " > ".join(h.text for h in headings)
-        heading_spans = tuple((h.start, h.end) for h in headings if h.end > h.start)
         budget = max(config.max_chars - len(prefix) - 2, config.max_chars // 2)
         for units in _pack(paragraphs, budget, config.overlap_chars, doc.text):
             body = "\n\n".join(u.text for u in units)
             extent = (min(u.start for u in units), max(u.end for u in units))
             body_spans: tuple[Span, ...] = (extent,) if extent[1] > extent[0] else ()
-            pieces.append((f"{prefix}\n\n{body}" if prefix else body,
-                           heading_spans + body_spans))
+            pieces.append((f"{prefix}\n\n{body}" if prefix else body, body_spans))
     if not pieces:
         return [(Chunk(f"{doc.doc_id}#0", doc.doc_id, doc.title or doc.doc_id), ())]
     if title:  # the heading of the first chunk: no chunk is added, so ids do not move
