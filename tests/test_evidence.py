@@ -357,7 +357,8 @@ class ChunkedRanker:
             if rng.random() < 0.8 and chunk_id not in picks:
                 picks[int(rng.integers(0, k))] = chunk_id
         ranked = dict.fromkeys(picks)
-        return [km.Hit(c, self.doc_of[c], 1.0 / r, r) for r, c in enumerate(ranked, 1)]
+        return [km.Hit(chunk_id=c, doc_id=self.doc_of[c], score=1.0 / r, rank=r)
+                for r, c in enumerate(ranked, 1)]
 
     def ask(self, query, hits):
         raise NotImplementedError

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from kebab_mlflow import progress
+from kebab_mlflow import vocabulary as vocab
 from kebab_mlflow.errors import GoldenSetError, Problem
 from kebab_mlflow.evidence.locate import LocatedSpan, locate_spans
 from kebab_mlflow.evidence.resolve import (
@@ -33,7 +34,6 @@ from kebab_mlflow.evidence.resolve import (
     resolve_query,
 )
 from kebab_mlflow.golden import GoldenQuery, GoldenSet
-from kebab_mlflow.metrics.registry import ensure_cutoff
 from kebab_mlflow.records import QueryResult
 
 
@@ -48,7 +48,7 @@ class EvidenceRun:
 
     @staticmethod
     def params() -> dict[str, Any]:
-        return {"evidence_rule": EVIDENCE_RULE, "evidence_tau": EVIDENCE_TAU}
+        return {vocab.EVIDENCE_RULE: EVIDENCE_RULE, vocab.EVIDENCE_TAU: EVIDENCE_TAU}
 
     def audit(self, query_id: str) -> list[dict[str, object]] | None:
         resolution = self.resolutions.get(query_id)
@@ -75,8 +75,7 @@ class EvidenceRun:
         return precision, counts.evidence_found / counts.evidence, float(counts.read)
 
 
-def prepare_evidence(golden: GoldenSet, pipeline: Any,
-                     cutoffs: Sequence[int] = ()) -> tuple[GoldenSet, EvidenceRun | None]:
+def prepare_evidence(golden: GoldenSet, pipeline: Any) -> tuple[GoldenSet, EvidenceRun | None]:
     """The golden set with evidence-derived chunk truth, and the run's evidence; unchanged
     and None when no query has evidence. A pipeline without a corpus and a chunking (a
     target) cannot place evidence: chunk truth stays ``expected_chunk_ids``, with a warning."""
@@ -94,8 +93,6 @@ def prepare_evidence(golden: GoldenSet, pipeline: Any,
     resolutions = {qid: resolve_query(spans, index) for qid, spans in located.items()}
     queries = tuple(_with_truth(q, resolutions.get(q.id)) for q in golden.queries)
     _warn_about(golden.queries, resolutions)
-    for k in cutoffs:
-        ensure_cutoff(k)
     run = EvidenceRun(index=index, located=located, resolutions=resolutions,
                       seconds=time.perf_counter() - t0)
     return dataclasses.replace(golden, queries=queries), run

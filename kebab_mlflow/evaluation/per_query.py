@@ -90,7 +90,7 @@ class PerQueryWriter:
         return self._sha.hexdigest()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PerQueryRow:
     id: str
     query: str | None
@@ -162,5 +162,6 @@ def _row(raw: bytes, where: str) -> PerQueryRow:
         problems.append(Problem("'evidence' must be a list of objects", where))
     if problems:
         raise PerQueryError("unreadable per_query.jsonl", problems)
-    return PerQueryRow(rec["id"], query, tuple(hits), answer, scores, float(latency), error,
-                       first, None if evidence is None else tuple(evidence))
+    return PerQueryRow(id=rec["id"], query=query, hits=tuple(hits), answer=answer, scores=scores,
+                       latency_ms=float(latency), error=error, first_relevant_rank=first,
+                       evidence=None if evidence is None else tuple(evidence))

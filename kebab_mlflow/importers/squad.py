@@ -52,7 +52,7 @@ HANGUL_SHARE = 0.3  # of a question's words, from which it is `lang: ko`
 _HANGUL = re.compile("[\uac00-\ud7a3\u1100-\u11ff\u3130-\u318f]")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class QA:
     id: str
     question: str
@@ -63,7 +63,7 @@ class QA:
     answer_start: int | None = None  # where the answer is in the context, as the data says
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SquadSplit:
     name: str
     path: Path
@@ -74,7 +74,7 @@ class SquadSplit:
     left_out: int = 0  # questions of dropped paragraphs whose gold span is still in the corpus
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SquadImport:
     corpus: Path
     paragraphs_kept: int
@@ -179,7 +179,7 @@ def import_squad(source: Path, out: Path, *, abstain_share: float = 0.1,
         _write_split(name, [r for r in rows if split_of[r.title] == name], dropped,
                      answered_elsewhere, lang, out, corpus_dir, settings, source)
         for name in ("train", "test"))
-    return SquadImport(corpus_dir, len(kept), splits, seed)
+    return SquadImport(corpus=corpus_dir, paragraphs_kept=len(kept), splits=splits, seed=seed)
 
 
 def detect_lang(text: str) -> str:
@@ -260,8 +260,9 @@ def _write_split(split: str, members: list[QA], dropped: set[str], left_out: set
            "queries": entries}
     path.write_text(header + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True,
                                             width=1000), encoding="utf-8")
-    return SquadSplit(split, path, len(members) - n_abstain, n_abstain, len(pids),
-                      len(pids & dropped), n_left_out)
+    return SquadSplit(name=split, path=path, answerable=len(members) - n_abstain,
+                      abstention=n_abstain, paragraphs=len(pids),
+                      dropped_paragraphs=len(pids & dropped), left_out=n_left_out)
 
 
 def _entry(r: QA, abstain: bool, lang: str) -> dict:
