@@ -18,6 +18,7 @@ from typing import Any
 
 from kebab_mlflow import names
 from kebab_mlflow.errors import GoldenSetError, Problem
+from kebab_mlflow.evidence.spec import EvidenceSpan, parse_evidence
 from kebab_mlflow.yaml_source import child, location, parse, sequence_items
 
 DEFAULT_METADATA_FIELDS = ("agency", "project", "budget", "deadline")
@@ -46,6 +47,7 @@ QUERY_FIELDS: dict[str, tuple[tuple[type, ...], str]] = {
     "group": ((str, int), "a string"),
     "difficulty": ((str, int), "a string"),
     "lang": _STR,
+    "evidence": ((list,), "a list of {doc, quote} or {doc, start, end} entries"),
 }
 _QUERY_KEYS = set(QUERY_FIELDS)
 
@@ -69,10 +71,19 @@ class GoldenQuery:
     difficulty: str | None = None
     lang: str | None = None
     line: int = 0
+    # text spans that answer the query (kebab_mlflow/evidence/); a run derives chunk truth
+    # from them, into expected_chunk_ids and expected_chunk_grades
+    evidence: tuple[EvidenceSpan, ...] = ()
+    expected_chunk_grades: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def has_chunk_truth(self) -> bool:
-        return bool(self.expected_chunk_ids)
+        return bool(self.expected_chunk_ids or self.evidence)
+
+    @property
+    def chunk_grades(self) -> dict[str, int]:
+        """Chunk id -> grade: the evidence-derived grades, else 1 per expected chunk id."""
+        return dict(self.expected_chunk_grades) or dict.fromkeys(self.expected_chunk_ids, 1)
 
     @property
     def has_doc_truth(self) -> bool:
@@ -310,6 +321,7 @@ def _parse_query(item: Any, node: Any, index: int, at: Callable[[Any], str],
             bad(f"{key!r} must be a list of strings", key)
 
     doc_ids = _doc_grades(item.get("expected_doc_ids"), bad)
+    evidence = _evidence(item, node, at, problems, qid_str, doc_ids)
     qtype = item.get("query_type")
     if isinstance(qtype, str) and qtype not in QUERY_TYPES:
         bad(f"unknown query_type {qtype!r} (known: {', '.join(QUERY_TYPES)})", "query_type")
@@ -331,7 +343,36 @@ def _parse_query(item: Any, node: Any, index: int, at: Callable[[Any], str],
         case_insensitive=bool(item.get("case_insensitive", file_ci)), query_type=qtype,
         hardcase_categories=strs("hardcase_categories"), metadata_field=mfield,
         group=opt("group"), difficulty=opt("difficulty"), lang=opt("lang"),
-        line=node.line + 1 if node is not None else 0)
+        line=node.line + 1 if node is not None else 0, evidence=evidence)
+
+
+def _evidence(item: dict[str, Any], node: Any, at: Callable[[Any], str],
+              problems: list[Problem], qid: str | None,
+              doc_ids: Mapping[str, int]) -> tuple[EvidenceSpan, ...]:
+    """The query's evidence entries (kebab_mlflow/evidence/spec.py), each problem at its
+    entry's line; their documents must agree with expected_doc_ids / expected_chunk_ids."""
+    value = item.get("evidence")
+    if value is None or not isinstance(value, list):
+        return ()
+    evidence_node = child(node, "evidence")
+    lines = [n.line + 1 for n in sequence_items(evidence_node)] or \
+        [evidence_node.line + 1 if evidence_node is not None else 0]
+    source = at(None)
+
+    def report(message: str, line: int) -> None:
+        problems.append(Problem(message, f"{source}:{line}", qid))
+
+    spans = parse_evidence(value, lines, report)
+    docs = {s.doc for s in spans}
+    relevant = {d for d, g in doc_ids.items() if g > 0}
+    for doc in sorted(docs - relevant) if doc_ids else ():
+        report(f"evidence in doc {doc!r}, which expected_doc_ids does not list as relevant",
+               lines[0])
+    chunk_ids = item.get("expected_chunk_ids") or []
+    chunk_docs = {c.rsplit("#", 1)[0] for c in chunk_ids if isinstance(c, str) and "#" in c}
+    for doc in sorted(chunk_docs - docs) if spans else ():
+        report(f"expected_chunk_ids name doc {doc!r}, which has no evidence", lines[0])
+    return spans
 
 
 def _doc_grades(value: Any, bad) -> dict[str, int]:

@@ -73,6 +73,8 @@ ASK: Final = "ask"  # "all" | "none", only when --ask/--no-ask overrode the gold
 REPEAT: Final = "repeat"  # only with run --repeat N > 1 (evaluation/repeats.py)
 TARGET: Final = "target"
 CORPUS: Final = "corpus"
+EVIDENCE_RULE: Final = "evidence_rule"  # the rule that made evidence spans chunk truth
+EVIDENCE_TAU: Final = "evidence_tau"  # its share τ (kebab_mlflow/evidence/resolve.py)
 CONFIG_PREFIX: Final = "config."  # config.<key>: the flattened, redacted configuration
 TARGET_PREFIX: Final = "target."  # target.<option>: the target's logged options
 

@@ -65,8 +65,9 @@ class _App(typer.Typer):
 # layout, each later command beside its kin (import-trec after the run module's commands,
 # power after compare, tune after sweep). Registration order depends on the modules' layout,
 # so the order is written here; a command missing from it is listed last.
-HELP_ORDER = ("validate", "metrics", "presets", "run", "runs", "show", "ui", "import-beir",
-              "upload", "import-trec", "compare", "power", "sweep", "tune", "calibrate",
+HELP_ORDER = ("validate", "golden", "metrics", "presets", "run", "runs", "show", "ui",
+              "import-beir", "upload", "import-trec", "compare", "power", "sweep", "tune",
+              "calibrate",
               "import-squad", "baseline")
 
 
@@ -81,6 +82,9 @@ app = _App(add_completion=False, no_args_is_help=True, rich_markup_mode=None, cl
            help="Evaluate retrieval/RAG pipelines on golden sets; MLflow is the record.")
 baseline_app = _App(help="Mark or show the experiment's baseline run.", no_args_is_help=True)
 app.add_typer(baseline_app, name="baseline")
+golden_app = _App(help="Work on a golden-set file (anchor its chunk ids as evidence spans).",
+                  no_args_is_help=True)
+app.add_typer(golden_app, name="golden")
 
 TrackingUri = Annotated[str | None, typer.Option(
     "--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI or the embedded "

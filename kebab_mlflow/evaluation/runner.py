@@ -24,6 +24,7 @@ import numpy as np
 from kebab_mlflow import progress
 from kebab_mlflow.errors import CorpusError, Problem, QueryFailed
 from kebab_mlflow.evaluation.coded import CODED_BATCH, score_coded_batch, timed_coded_hits
+from kebab_mlflow.evaluation.evidence import EvidenceRun
 from kebab_mlflow.evaluation.per_query import PerQueryWriter, record
 from kebab_mlflow.evaluation.repeats import (
     RepeatStats,
@@ -121,8 +122,9 @@ def _validate_hits(hits: Sequence[Any]) -> str | None:
 
 def run_queries(pipeline: Any, golden: GoldenSet, depth: int, cutoffs: Sequence[int],
                 per_query_path: Path, *, fail_fast: bool = False,
-                repeat: int = 1) -> EvalOutcome:
-    """``repeat`` > 1: every query that many times (evaluation/repeats.py)."""
+                repeat: int = 1, evidence: EvidenceRun | None = None) -> EvalOutcome:
+    """``repeat`` > 1: every query that many times (evaluation/repeats.py). ``evidence``: the
+    run's evidence (evaluation/evidence.py), scored beside the rest."""
     writer = PerQueryWriter(per_query_path)
     chunks: dict[str, list[np.ndarray]] = {}
     answers: list[Answer | None] = []
@@ -143,7 +145,7 @@ def run_queries(pipeline: Any, golden: GoldenSet, depth: int, cutoffs: Sequence[
                     if by_codes else None
                 if scored is None:
                     scored = _batch_by_hits(pipeline, golden, batch, depth, cutoffs, writer,
-                                            with_answers, fail_fast, repeat)
+                                            with_answers, fail_fast, repeat, evidence)
                 scores, batch_answers, batch_latencies, spent_pipeline, spent_metrics, \
                     batch_stats = scored
                 stats += batch_stats
@@ -188,7 +190,7 @@ def _batch_results(pipeline: Any, batch: Sequence[GoldenQuery], depth: int
 
 def _batch_by_hits(pipeline: Any, golden: GoldenSet, batch: Sequence[GoldenQuery], depth: int,
                    cutoffs: Sequence[int], writer: PerQueryWriter, with_answers: bool,
-                   fail_fast: bool, repeat: int = 1):
+                   fail_fast: bool, repeat: int = 1, evidence: EvidenceRun | None = None):
     """Search (and answer) one batch ``repeat`` times, score it and write its lines: (scores
     — means over the repeats —, answers of the first repeat, every latency, pipeline seconds,
     metrics seconds, per-query repeat stats)."""
@@ -205,11 +207,13 @@ def _batch_by_hits(pipeline: Any, golden: GoldenSet, batch: Sequence[GoldenQuery
         tables = retrieval_tables(batch, results, depth)
         scores = score_results(batch, results, depth, cutoffs, with_answers=with_answers,
                                tables=tables)
+        if evidence is not None:
+            scores.update(evidence.scores(batch, results, cutoffs))
         runs.append((results, scores, first_relevant_ranks(tables)))
         spent_pipeline += t1 - t0
         spent_metrics += time.perf_counter() - t1
     t1 = time.perf_counter()
-    stats = _write_lines(golden, batch, runs, writer)
+    stats = _write_lines(golden, batch, runs, writer, evidence)
     results, scores = runs[0][0], (runs[0][1] if repeat == 1
                                    else mean_scores([r[1] for r in runs]))
     latencies = [r.latency_ms for rs, _, _ in runs for r in rs]
@@ -218,20 +222,23 @@ def _batch_by_hits(pipeline: Any, golden: GoldenSet, batch: Sequence[GoldenQuery
 
 
 def _write_lines(golden: GoldenSet, batch: Sequence[GoldenQuery], runs: Sequence[Any],
-                 writer: PerQueryWriter) -> list[RepeatStats]:
+                 writer: PerQueryWriter,
+                 evidence: EvidenceRun | None = None) -> list[RepeatStats]:
     """One line per query; with repeats, the means as its scores, each repeat in
     ``repeats``, its ``flip_rate`` and ``topk_churn``."""
     results, scores, ranks = runs[0]
     if len(runs) == 1:
         for i, (q, r) in enumerate(zip(batch, results, strict=True)):
             writer.write(record(q, r, {k: v[i] for k, v in scores.items()}, golden.private,
-                                {level: v[i] for level, v in ranks.items()}))
+                                {level: v[i] for level, v in ranks.items()},
+                                evidence.audit(q.id) if evidence is not None else None))
         return []
     means = mean_scores([r[1] for r in runs])
     stats = query_stats([q.id for q in batch], [r[1] for r in runs], [r[0] for r in runs])
     for i, q in enumerate(batch):
         rec = record(q, results[i], {k: v[i] for k, v in means.items()}, golden.private,
-                     {level: v[i] for level, v in ranks.items()})
+                     {level: v[i] for level, v in ranks.items()},
+                     evidence.audit(q.id) if evidence is not None else None)
         rec["repeats"] = [_repeat_entry(record(q, rs[i], {k: v[i] for k, v in sc.items()},
                                                golden.private))
                           for rs, sc, _ in runs]

@@ -9,8 +9,9 @@ benchmark) without registering anything. :data:`METRICS` holds the standard cut-
 :data:`CUTOFFS` and the answer and run metrics; it is read-only after import (no run-time
 mutation: two runs in one process with different cut-offs see the same registry).
 
-Levels: ``chunk`` (over queries with expected chunk ids), ``doc`` (over queries with expected
-doc ids), ``answer`` (queries with ``ask``), ``run`` (every query).
+Levels: ``chunk`` (over queries with expected chunk ids), ``evidence`` (queries with evidence
+spans, at character level: kebab_mlflow/evidence/resolve.py), ``doc`` (over queries with
+expected doc ids), ``answer`` (queries with ``ask``), ``run`` (every query).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ class Level(enum.StrEnum):
     """What a metric is computed over (see the module docstring)."""
 
     CHUNK = "chunk"
+    EVIDENCE = "evidence"
     DOC = "doc"
     ANSWER = "answer"
     RUN = "run"
@@ -139,6 +141,28 @@ def judged_metrics(cutoffs: Sequence[int]) -> Iterator[MetricDef]:
             yield _retrieval_metric("judged", level, k)
 
 
+# character-level metrics of evidence spans (kebab_mlflow/evidence/resolve.py has the formulas);
+# computed from the run's evidence (kebab_mlflow/evaluation/evidence.py), not from a table
+EVIDENCE_FAMILIES = {
+    "evidence_precision": ("share of the characters of the top {k} chunks that are evidence "
+                           "(overlapping chunks counted each time)", True),
+    "evidence_recall": ("share of the query's evidence characters that the top {k} chunks "
+                        "hold", True),
+    "retrieved_chars": ("characters of document text the top {k} chunks hold (what a reader "
+                        "is given)", False),
+}
+_EVIDENCE_NAME = re.compile(r"^(?P<family>evidence_precision|evidence_recall|retrieved_chars)"
+                            r"_at_(?P<k>[1-9][0-9]{0,6})$")
+
+
+def evidence_metrics(cutoffs: Sequence[int]) -> Iterator[MetricDef]:
+    """The character-level evidence metrics at each cut-off."""
+    for k in cutoffs:
+        for family, (description, better) in EVIDENCE_FAMILIES.items():
+            yield MetricDef(name=f"{family}_at_{k}", level=Level.EVIDENCE, family=family, k=k,
+                            higher_is_better=better, description=description.format(k=k))
+
+
 _RUN_METRICS = (
     ("no_hit_rate", "share of queries that returned zero hits", False),
     ("error_rate", "share of queries whose pipeline call raised", False),
@@ -168,6 +192,7 @@ def _standard_metrics() -> Iterator[MetricDef]:
             for family in _CUTOFF_FAMILIES:
                 yield _retrieval_metric(family, level, k)
         yield from judged_metrics([k])
+        yield from evidence_metrics([k])
     for level, group in ((Level.RUN, _RUN_METRICS), (Level.ANSWER, _ANSWER_METRICS)):
         for name, description, better in group:
             yield MetricDef(name=name, level=level, description=description, family=name,
@@ -195,6 +220,9 @@ def parse_metric(name: str) -> MetricDef | None:
     known = METRICS.get(name)
     if known is not None:
         return known
+    evidence = _EVIDENCE_NAME.match(name)
+    if evidence is not None:
+        return next(m for m in evidence_metrics([int(evidence["k"])]) if m.name == name)
     m = _RETRIEVAL_NAME.match(name)
     if m is None or m["family"] not in _CUTOFF_FAMILIES.keys() | {"judged"} or m["k"] is None:
         return None  # the families without a cut-off are all in METRICS already
@@ -219,7 +247,8 @@ def run_metric_names(cutoffs: Sequence[int]) -> set[str]:
     """Every metric a run with these cut-offs can report: the standard ones and its own."""
     at_cutoffs = [m.name for level in (Level.CHUNK, Level.DOC)
                   for m in retrieval_metrics(level, cutoffs, MRR_CUTOFF)]
-    return {*METRICS, *at_cutoffs, *(m.name for m in judged_metrics(cutoffs))}
+    return {*METRICS, *at_cutoffs, *(m.name for m in judged_metrics(cutoffs)),
+            *(m.name for m in evidence_metrics(cutoffs))}
 
 
 def metric_names(level: str | None = None) -> list[str]:

@@ -35,7 +35,13 @@ from kebab_mlflow.pipeline.cache import (
     cached_number,
     load_or_build_once,
 )
-from kebab_mlflow.pipeline.chunker import Chunk, ChunkerConfig, chunk_corpus
+from kebab_mlflow.pipeline.chunker import (
+    Chunk,
+    ChunkerConfig,
+    ChunkSpans,
+    chunk_corpus,
+    chunk_spans,
+)
 from kebab_mlflow.pipeline.corpus import Corpus, load_corpus
 from kebab_mlflow.pipeline.text import (
     AUTO,
@@ -159,6 +165,16 @@ class ReferencePipeline:
             if self.similarity is not None:
                 self.similarity("warm-up", [])
 
+    def chunk_spans(self) -> list[ChunkSpans]:
+        """Each chunk's spans in its document's parsed text (evidence resolution): the
+        chunker run again in memory — the index cache keeps texts, not offsets — and checked
+        to give the very chunks the index holds."""
+        spans = list(chunk_spans(self.corpus, _chunker_config(self.config)))
+        if [s.chunk_id for s in spans] != [c.chunk_id for c in self.chunks]:
+            raise RuntimeError("the chunker gave other chunks than the index cache holds: "
+                               "clear the index cache (.kebab-cache/index)")
+        return spans
+
     def search(self, query: str, k: int) -> list[Hit]:
         return self.search_batch([query], k)[0]
 
@@ -256,8 +272,7 @@ def _load_or_build_chunks(folder: Path, corpus: Corpus, config: Mapping[str, Any
 
 
 def _build_chunks(folder: Path, corpus: Corpus, config: Mapping[str, Any]) -> list[Chunk]:
-    ch = config["chunker"]
-    chunks = chunk_corpus(corpus, ChunkerConfig(ch["mode"], ch["max_chars"], ch["overlap_chars"]))
+    chunks = chunk_corpus(corpus, _chunker_config(config))
     with atomic_folder(folder) as tmp:
         with (tmp / "chunks.jsonl").open("w", encoding="utf-8") as fh:
             for c in chunks:
@@ -270,6 +285,11 @@ def _build_chunks(folder: Path, corpus: Corpus, config: Mapping[str, Any]) -> li
 
 
 
+
+
+def _chunker_config(config: Mapping[str, Any]) -> ChunkerConfig:
+    ch = config["chunker"]
+    return ChunkerConfig(ch["mode"], ch["max_chars"], ch["overlap_chars"])
 
 
 def _make_backend(name: str, config: Mapping[str, Any], chunks: list[Chunk], folder: Path,

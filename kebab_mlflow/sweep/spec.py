@@ -473,6 +473,12 @@ def check_golden(golden: Path, corpus: Path | None, problems: list[Problem],
             check_expected_ids(golden_set, None, {d.doc_id for d in loaded.documents})
         except CorpusError as exc:
             problems.extend(exc.problems)
+        from kebab_mlflow.evaluation.evidence import locate_all
+
+        try:  # evidence is text of the documents: every quote is checked before any row
+            locate_all(golden_set, {d.doc_id: d.text for d in loaded.documents})
+        except GoldenSetError as exc:
+            problems.extend(exc.problems)
     return golden_set, loaded.digest
 
 

@@ -83,6 +83,7 @@ def _field_kinds(golden: GoldenSet) -> dict[str, str]:
         "group": ("string", any(x.group for x in q)),
         "difficulty": ("string", any(x.difficulty for x in q)),
         "lang": ("string", any(x.lang for x in q)),
+        "evidence": ("list", any(x.evidence for x in q)),  # offsets/quotes: kebab_mlflow/evidence/
     }
     return {name: kind for name, (kind, used) in candidates.items() if used}
 

@@ -38,6 +38,7 @@ from kebab_mlflow.evaluation.evaluate import (
     evaluate_prepared,
     with_ask,
 )
+from kebab_mlflow.evaluation.evidence import EvidenceRun, check_evidence, prepare_evidence
 from kebab_mlflow.evaluation.report import headline, run_report, summary_table
 from kebab_mlflow.evaluation.runner import check_expected_ids
 from kebab_mlflow.golden import GoldenSet, load_golden_set
@@ -119,6 +120,7 @@ class Prepared:
     cutoffs: tuple[int, ...]
     index_s: float
     ask: bool | None = None
+    evidence: EvidenceRun | None = None  # the golden set's evidence, resolved
 
 
 def prepare(options: RunOptions, on_status: Callable[[str], None] = lambda s: None) -> Prepared:
@@ -140,14 +142,16 @@ def prepare(options: RunOptions, on_status: Callable[[str], None] = lambda s: No
         corpus = corpus_to_use(options.corpus, golden)
         on_status(f"corpus: {corpus}" + ("" if options.corpus or not golden.corpus
                                          else " (from the golden set)"))
+        check_evidence(golden, corpus)  # a quote not found fails before the index is built
         on_status("loading or building the index")
         pipeline = build_pipeline(config, corpus, oracle_truth(golden.queries))
         check_expected_ids(golden, pipeline.chunk_ids, pipeline.doc_ids)
         # the config with its tokenizer and gate resolved for the corpus
         source = PipelineSource(preset=options.preset, backend=config["backend"], corpus=corpus,
                                 config=pipeline.config)
+    golden, evidence = prepare_evidence(golden, pipeline)
     return Prepared(golden=golden, pipeline=pipeline, source=source, cutoffs=cutoffs,
-                    index_s=time.perf_counter() - t0, ask=options.ask)
+                    index_s=time.perf_counter() - t0, ask=options.ask, evidence=evidence)
 
 
 def corpus_to_use(explicit: str | None, golden: GoldenSet) -> str:
@@ -215,7 +219,7 @@ def execute(options: RunOptions, *,
                                    fail_fast=options.fail_fast,
                                    per_query_path=workdir / "per_query.jsonl",
                                    index_s=prepared.index_s, ask=prepared.ask,
-                                   repeat=options.repeat)
+                                   repeat=options.repeat, evidence=prepared.evidence)
         checkpoint("queries-done")
         title = options.run_name or f"{prepared.source.preset} on {prepared.golden.name}"
         publishing = Publishing(options.log_breakdowns, options.traces,
@@ -299,7 +303,9 @@ def _params_before_results(prepared: Prepared, options: RunOptions) -> dict[str,
                        versions=getattr(prepared.pipeline, "versions", None) or VersionSnapshot(),
                        k=options.k, cutoffs=prepared.cutoffs, seed=options.seed, aggregate={},
                        scores={}, per_query_path=Path(), per_query_sha256="",
-                       ask=prepared.ask, repeat=options.repeat)
+                       ask=prepared.ask, repeat=options.repeat,
+                       evidence_params={} if prepared.evidence is None
+                       else prepared.evidence.params())
     return probe.params()
 
 
