@@ -8,19 +8,26 @@ from typing import Any
 
 from kebab_mlflow.comparison.records import Comparison
 from kebab_mlflow.comparison.rendering import dumps, to_markdown
+from kebab_mlflow.interrupts import checkpoint, signals_deferred
 
 
 def record(tracker: Any, c: Comparison) -> None:
-    """Tag the candidate run with the verdict and log compare/report.md + compare/compare.json."""
+    """Tag the candidate run with the verdict and log compare/report.md + compare/compare.json,
+    all or nothing as far as a signal goes: Ctrl-C/SIGTERM is held until the verdict tags
+    (written last, so a reader never sees a verdict without its report) are in, then raised."""
     run_id = c.candidate["run_id"]
     with tempfile.TemporaryDirectory(prefix="kebab-compare-") as tmp:
         md, js = Path(tmp) / "report.md", Path(tmp) / "compare.json"
         md.write_text(to_markdown(c))
         js.write_text(dumps(c))
-        tracker.log_artifact(run_id, md, "compare")
-        tracker.log_artifact(run_id, js, "compare")
-    tracker.set_tags(run_id, {"kebab.verdict": c.verdict,
-                              "kebab.compared_to": c.baseline["run_id"],
-                              "kebab.compare_seed": str(c.options.seed),
-                              "kebab.compare_level": c.level,
-                              "kebab.compare_primary": c.primary.name})
+        with signals_deferred() as held:
+            tracker.log_artifact(run_id, js, "compare")
+            tracker.log_artifact(run_id, md, "compare")
+            checkpoint("compare-artifacts-logged")
+            tracker.set_tags(run_id, {"kebab.verdict": c.verdict,
+                                      "kebab.compared_to": c.baseline["run_id"],
+                                      "kebab.compare_seed": str(c.options.seed),
+                                      "kebab.compare_level": c.level,
+                                      "kebab.compare_primary": c.primary.name})
+    if held.caught:
+        raise KeyboardInterrupt

@@ -367,31 +367,42 @@ def write_outputs(workdir: Path, title: str, params: Mapping[str, Any],
 def publish(tracker: Any, workdir: Path) -> None:
     """Log dataset, model, metrics, artifacts, tables, traces and final tags from a work
     folder, then finish the run. The dataset and the model come first so that the metrics can
-    name them; the headline metrics are the first (by default the only) metrics logged."""
+    name them; the headline metrics are the first (by default the only) metrics logged.
+
+    Every step first looks at what the run holds already, so publishing again (``upload``
+    of a folder kept after a failure at any step) finishes the same run exactly once: one
+    dataset link, one model link, one point per metric, each artifact whole, FINISHED once."""
     manifest = read_manifest(workdir)
     run_id = manifest["run_id"]
     ds = manifest["dataset"]
     tracker.log_golden_dataset(run_id, ds["name"], ds["digest"], ds["tags"],
                                ds.get("schema"), ds.get("profile"))
+    checkpoint("dataset-logged")
     model_id = _model_of(tracker, manifest)
-    tracker.log_batch(run_id, metrics=manifest["metrics"],
-                      tags={**manifest["tags"], "mlflow.note.content": manifest["description"]},
-                      model_id=model_id, dataset=(ds["name"], ds["digest"][:36]))
     if model_id:
         tracker.log_model_output(run_id, model_id)
+    checkpoint("model-linked")
+    tracker.log_new_metrics(run_id, manifest["metrics"],
+                            tags={**manifest["tags"],
+                                  "mlflow.note.content": manifest["description"]},
+                            model_id=model_id, dataset=(ds["name"], ds["digest"][:36]))
     checkpoint("metrics-logged")
     for f in sorted(workdir.iterdir()):
         if f.name not in (MANIFEST, TRACES) and f.is_file():
-            tracker.log_artifact(run_id, f)
+            tracker.log_artifact(run_id, f)  # the same path again: the file is replaced whole
     checkpoint("artifacts-logged")
     aggregate = Aggregate.from_json((workdir / "aggregate.json").read_bytes())
     tracker.log_table(run_id, breakdown_table(aggregate), BREAKDOWN_TABLE)
+    checkpoint("table-logged")
     if manifest.get("traces") and (workdir / TRACES).is_file():
         tracker.log_traces(manifest["experiment_id"], run_id, read_traces(workdir / TRACES),
                            model_id)
+    checkpoint("traces-logged")
     tracker.set_runs_view(manifest["experiment_id"], [names.metric_key(n)
                                                       for n in headline(aggregate.overall)])
-    tracker.end_run(run_id, "FINISHED")
+    checkpoint("view-set")
+    if tracker.run_status(run_id) != "FINISHED":
+        tracker.end_run(run_id, "FINISHED")
 
 
 def _model_of(tracker: Any, manifest: Mapping[str, Any]) -> str | None:
