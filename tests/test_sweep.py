@@ -554,6 +554,24 @@ def test_resume_runs_a_tampered_row_again(tmp_path, store_uri):
     assert after["gauge"] == before["gauge"]  # the honest numbers, computed again
 
 
+@pytest.mark.parametrize(("executor", "shown"), [('"dask:"', "'dask:'"),
+                                                 ('"dask:  "', "'dask:  '"),
+                                                 ("yarn", "'yarn'"), ("3", "3")])
+def test_a_sweep_files_executor_follows_the_flags_rule_at_load_time(tmp_path, executor, shown):
+    """Issue 26: `executor: "dask:"` passed validation and then failed naming --executor, a
+    flag the user never passed; the file's value is refused at load time, with its line."""
+    path = _sweep_file(tmp_path, f"executor: {executor}\n" + SMALL)
+    with pytest.raises(SweepError) as info:
+        load_sweep(path)
+    assert [str(p) for p in info.value.problems] == [
+        f"{path}:4: 'executor' must be local, dask or dask:ADDRESS, got {shown}"]
+
+
+def test_a_sweep_files_dask_address_is_kept(tmp_path):
+    path = _sweep_file(tmp_path, "executor: dask:tcp://scheduler:8786\n" + SMALL)
+    assert load_sweep(path).executor == "dask:tcp://scheduler:8786"
+
+
 def test_names_mlflow_refuses_and_unbounded_resamples_fail_before_anything_runs(tmp_path,
                                                                                  store_uri):
     """Issue 18 item 3: a row named '.' or '..' (metric keys gauge/<m>/./mean are not plain
@@ -617,7 +635,8 @@ def test_headline_metrics_are_those_with_ground_truth_in_the_golden_set():
     spec = SimpleNamespace(gauge_metrics=("mrr_doc", "ndcg_at_10_doc"))
     doc_only = {"hit_at_5": None, "mrr": None, "precision_at_5_chunk": None,
                 "recall_at_10_doc": 0.8, "mrr_doc": 0.6, "ndcg_at_10_doc": 0.7}
-    rows = {n: RowOutcome(n, "variant", n, "FINISHED", overall=doc_only) for n in "ab"}
+    rows = {n: RowOutcome(name=n, role="variant", run_id=n, status="FINISHED",
+                          overall=doc_only) for n in "ab"}
     shown = headline_metrics(spec, rows)
     assert shown[:2] == ["mrr_doc", "ndcg_at_10_doc"] and "recall_at_10_doc" in shown
     assert not {"hit_at_5", "mrr", "precision_at_5_chunk"} & set(shown)

@@ -21,7 +21,7 @@ from typing import Any
 
 from kebab_mlflow.errors import RunInterrupted
 from kebab_mlflow.interrupts import signals_deferred, sigterm_as_interrupt
-from kebab_mlflow.records import RunStatus
+from kebab_mlflow.vocabulary import RunStatus
 
 MANIFEST = "manifest.json"  # a work folder holding one is complete: `upload` publishes it
 

@@ -6,6 +6,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from kebab_mlflow import vocabulary as vocab
 from kebab_mlflow.comparison.records import Comparison
 from kebab_mlflow.comparison.rendering import dumps, to_markdown
 from kebab_mlflow.interrupts import checkpoint, signals_deferred
@@ -24,10 +25,10 @@ def record(tracker: Any, c: Comparison) -> None:
             tracker.log_artifact(run_id, js, "compare")
             tracker.log_artifact(run_id, md, "compare")
             checkpoint("compare-artifacts-logged")
-            tracker.set_tags(run_id, {"kebab.verdict": c.verdict,
-                                      "kebab.compared_to": c.baseline["run_id"],
-                                      "kebab.compare_seed": str(c.options.seed),
-                                      "kebab.compare_level": c.level,
-                                      "kebab.compare_primary": c.primary.name})
+            tracker.set_tags(run_id, {vocab.VERDICT: c.verdict,
+                                      vocab.COMPARED_TO: c.baseline["run_id"],
+                                      vocab.COMPARE_SEED: str(c.options.seed),
+                                      vocab.COMPARE_LEVEL: c.level,
+                                      vocab.COMPARE_PRIMARY: c.primary.name})
     if held.caught:
         raise KeyboardInterrupt

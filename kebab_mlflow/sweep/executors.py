@@ -37,14 +37,26 @@ EXECUTORS = ("local", "dask")
 CANCEL_GRACE_S = 30.0  # how long an interrupted sweep waits for running remote rows to stop
 
 
+EXECUTOR_RULE = "must be local, dask or dask:ADDRESS"
+
+
+def is_executor(value: object) -> bool:
+    """The one rule for where rows run, for ``--executor`` and a sweep file's ``executor:``:
+    ``local``, ``dask`` or ``dask:ADDRESS`` with an address that is not blank."""
+    if not isinstance(value, str):
+        return False
+    return value in EXECUTORS or (value.startswith("dask:")
+                                  and bool(value.removeprefix("dask:").strip()))
+
+
 def check_executor(spec: str) -> str:
-    """``local``, ``dask`` or ``dask:ADDRESS``; anything else is an InputError."""
+    """``spec`` when :func:`is_executor`; else an InputError naming ``--executor``."""
     from kebab_mlflow.errors import InputError
 
-    if spec in EXECUTORS or (spec.startswith("dask:") and spec.removeprefix("dask:").strip()):
+    if is_executor(spec):
         return spec
-    raise InputError(f"--executor must be local, dask or dask:ADDRESS "
-                     f"(e.g. dask:tcp://scheduler:8786), got {spec!r}")
+    raise InputError(f"--executor {EXECUTOR_RULE} (e.g. dask:tcp://scheduler:8786), "
+                     f"got {spec!r}")
 
 
 def make_executor(spec: str, jobs: int, rows: int) -> Any:
