@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from kebab_mlflow.app import run as log
+from kebab_mlflow.app.run import RunOptions, execute, upload
 from kebab_mlflow.errors import TrackingError
-from kebab_mlflow.tracking import log
-from kebab_mlflow.tracking.log import RunOptions, execute, upload
 from tests.conftest import GOLDEN, KB, mlflow_client
 
-# every checkpoint of `publish`, in order (kebab_mlflow/tracking/log.py)
+# every checkpoint of `publish`, in order (kebab_mlflow/app/run.py)
 PUBLISH_STEPS = ("dataset-logged", "model-linked", "metrics-logged", "artifacts-logged",
                  "table-logged", "traces-logged", "view-set")
 

@@ -160,7 +160,7 @@ def test_a_signal_while_compare_records_its_verdict_leaves_all_of_it(tmp_path, s
 
     import yaml
 
-    from kebab_mlflow.tracking.log import RunOptions, execute
+    from kebab_mlflow.app.run import RunOptions, execute
     from tests.conftest import KB, mlflow_client
 
     data = yaml.safe_load(faultpoints.GOLDEN.read_text())

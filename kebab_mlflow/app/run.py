@@ -21,13 +21,13 @@ from typing import Any
 
 from kebab_mlflow import names
 from kebab_mlflow import vocabulary as vocab
+from kebab_mlflow.app.lifecycle import MANIFEST, Lifecycle, keep_for_recovery, run_lifecycle
 from kebab_mlflow.config import build_config
 from kebab_mlflow.errors import (
     ConfigError,
     InputError,
     KebabError,
     Problem,
-    RunInterrupted,
     TrackingError,
 )
 from kebab_mlflow.evaluation.evaluate import (
@@ -40,7 +40,7 @@ from kebab_mlflow.evaluation.evaluate import (
 from kebab_mlflow.evaluation.report import headline, run_report, summary_table
 from kebab_mlflow.evaluation.runner import check_expected_ids
 from kebab_mlflow.golden import GoldenSet, load_golden_set
-from kebab_mlflow.interrupts import checkpoint, signals_deferred, sigterm_as_interrupt
+from kebab_mlflow.interrupts import checkpoint
 from kebab_mlflow.metrics.aggregate import Aggregate
 from kebab_mlflow.metrics.scoring import run_cutoffs
 from kebab_mlflow.pipeline.backends.floors import oracle_truth
@@ -63,9 +63,6 @@ from kebab_mlflow.tracking.traces import (
     write_traces,
 )
 from kebab_mlflow.vocabulary import RunStatus
-
-MANIFEST = "manifest.json"
-
 
 DEFAULT_CORPUS = "fixtures/kb"
 
@@ -223,46 +220,14 @@ def execute(options: RunOptions, *,
 
 @contextlib.contextmanager
 def run_guard(tracker: Any, start: Callable[[], str]) -> Iterator[tuple[str, Path]]:
-    """(run id, work folder) of a run started by ``start``, guarded from its creation to its
-    end: a signal (Ctrl-C, SIGTERM) at any moment ends it KILLED, an error FAILED, and its work
-    folder is removed — or kept for ``kebab-mlflow upload`` once the manifest is written. A
-    signal during the creation or the cleanup is held until it is done (a run created whole,
-    ended whole)."""
-    with sigterm_as_interrupt():
-        with signals_deferred() as held:
-            run_id = start()
-        workdir = cache_root() / "work" / run_id
-        try:
-            workdir.mkdir(parents=True, exist_ok=True)
-            if held.caught:
-                raise KeyboardInterrupt
-            yield run_id, workdir
-        except BaseException as exc:
-            with signals_deferred():
-                replacement = _end_after(tracker, run_id, workdir, exc)
-            if replacement is None:
-                raise
-            raise replacement from None
-
-
-def _end_after(tracker: Any, run_id: str, workdir: Path,
-               exc: BaseException) -> BaseException | None:
-    """End the run after ``exc`` and deal with its work folder; the error to raise instead
-    (None: ``exc`` itself)."""
-    if not isinstance(exc, KeyboardInterrupt):
-        if workdir.exists():  # not kept for recovery (that error already says where)
-            if not isinstance(exc, RunInterrupted):
-                tracker.end_run_quietly(run_id, RunStatus.FAILED)
-            shutil.rmtree(workdir, ignore_errors=True)
-        return None
-    if not tracker.end_run_quietly(run_id, RunStatus.KILLED):
-        shutil.rmtree(workdir, ignore_errors=True)
-        return RunInterrupted(f"interrupted after run {run_id} had FINISHED")
-    if (workdir / MANIFEST).exists():
-        return RunInterrupted(f"interrupted while publishing: run {run_id} ended as KILLED; "
-                              f"results kept in {keep_for_recovery(workdir)}")
-    shutil.rmtree(workdir, ignore_errors=True)
-    return RunInterrupted(f"interrupted: run {run_id} ended as KILLED")
+    """(run id, work folder) of a run started by ``start``, through the one run lifecycle
+    (:mod:`kebab_mlflow.app.lifecycle`): a signal at any moment ends it KILLED, an error
+    FAILED, and its work folder is removed — or kept for ``kebab-mlflow upload`` once the
+    manifest is written."""
+    with run_lifecycle(tracker, start, Lifecycle(what="run",
+                                                 workdir_root=cache_root() / "work")) as live:
+        assert live.workdir is not None
+        yield live.run_id, live.workdir
 
 
 def _params_before_results(prepared: Prepared, options: RunOptions) -> dict[str, Any]:
@@ -484,15 +449,5 @@ def _manifest_problems(data: Any) -> list[str]:
         out += [why for why in (names.length_problem("the dataset name", ds["name"],
                                                      names.MAX_DATASET_NAME),) if why]
     return out
-
-
-def keep_for_recovery(workdir: Path) -> Path:
-    target = Path("kebab-recovery") / workdir.name
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if target.exists():
-        shutil.rmtree(target)
-    shutil.move(str(workdir), target)
-    return target.resolve()
-
 
 
