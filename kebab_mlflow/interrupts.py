@@ -81,7 +81,8 @@ def install_unraisable_hook() -> None:
 class sigterm_as_interrupt:  # noqa: N801 - used as a context manager
     """Within the block, SIGTERM (and SIGINT, unless the process inherited it ignored) notes
     the signal and raises KeyboardInterrupt (main thread only; elsewhere a no-op). The
-    outermost block starts with no interrupt noted."""
+    outermost block starts and ends with no interrupt noted (in-process callers, tests, run
+    one command after another)."""
 
     def __enter__(self) -> sigterm_as_interrupt:
         if not _guards:
@@ -99,6 +100,8 @@ class sigterm_as_interrupt:  # noqa: N801 - used as a context manager
 
     def __exit__(self, *exc: object) -> None:
         _guards.remove(self)
+        if not _guards:  # the command is over: its interrupt was acted on (or never came)
+            clear_interrupt()
         for signum, handler in self.previous.items():
             signal.signal(signum, handler)
 
