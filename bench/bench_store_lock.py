@@ -40,22 +40,34 @@ def _case(folder: Path, wait: str) -> str:
     tracker.end_run(before)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "KEBAB_CACHE_DIR": str(folder / "cache"),
            "KEBAB_STORE_LOCK_WAIT_S": wait}
+    run = subprocess.Popen([sys.executable, "-m", "kebab_mlflow.cli", "run", "--golden",
+                            str(faultpoints.GOLDEN), "--corpus", str(ROOT / "fixtures" / "kb"),
+                            "--tracking-uri", uri, "--experiment", "locked"], cwd=folder,
+                           env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                           text=True)
+    assert run.stderr is not None
+    seen = []
+    for line in run.stderr:  # the lock is taken as the run reaches for the store
+        seen.append(line)
+        if "connecting to the tracking store" in line:
+            break
     holder = subprocess.Popen([sys.executable, "-c", HOLD, str(db)], stdout=subprocess.PIPE,
                               text=True)
     assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
     t0 = time.monotonic()
-    run = subprocess.run([sys.executable, "-m", "kebab_mlflow.cli", "run", "--golden",
-                          str(faultpoints.GOLDEN), "--tracking-uri", uri, "--experiment",
-                          "locked"], cwd=folder, env=env, capture_output=True, text=True,
-                         timeout=1800)
+    rest = run.stderr.read()
+    run.wait(timeout=1800)
     took = time.monotonic() - t0
     holder.wait(timeout=600)
     holder.stdout.close()
-    said = [line for line in run.stderr.splitlines() if "locked" in line]
+    run.stderr.close()
+    said = [line for line in ("".join(seen) + rest).splitlines()
+            if "locked" in line or line.startswith(("error", "run "))]
     statuses = sorted(r.status for r in Tracker(uri).find_runs(
         [Tracker(uri).experiment_id("locked")]))
     aside = sorted(p.name for p in db.parent.glob("*.broken-*"))
-    return (f"wait {wait:>3} s: run exit {run.returncode} after {took:.0f} s; runs {statuses}; "
+    return (f"wait {wait:>3} s: run exit {run.returncode} {took:.0f} s after the lock was "
+            f"taken; runs {statuses}; "
             f"set aside: {aside or 'none'}; the earlier run "
             f"{Tracker(uri).get_run(before).status}\n    " + "\n    ".join(said[-3:]))
 

@@ -51,8 +51,10 @@ def clear_interrupt() -> None:
 
 
 def raise_if_interrupted() -> None:
-    """Raise KeyboardInterrupt for a noted signal, unless signals are being held."""
-    if _pending and not _deferring:
+    """Raise KeyboardInterrupt for a noted signal, inside a command (a
+    :class:`sigterm_as_interrupt` block: outside one there is nothing to stop) and unless
+    signals are being held."""
+    if _pending and _guards and not _deferring:
         raise KeyboardInterrupt
 
 
