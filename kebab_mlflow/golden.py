@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -243,7 +244,9 @@ def _parse_queries(queries: list[Any], item_nodes: list[Any], header: _Header,
         if q is not None:
             parsed.append(q)
             identities.append(_Identity(id=q.id, line=q.line, group=q.group,
-                                        expected_doc_ids=q.expected_doc_ids))
+                                        expected_doc_ids=q.expected_doc_ids,
+                                        expected_ids=(*q.expected_doc_ids,
+                                                      *q.expected_chunk_ids)))
         else:
             identity = _identity(item, item_node)
             if identity is not None:
@@ -361,6 +364,7 @@ class _Identity:
     line: int
     group: str | None
     expected_doc_ids: dict[str, int] | None  # None: unreadable, left out of the group check
+    expected_ids: tuple[str, ...] = ()  # its expected doc and chunk ids, for the collisions
 
 
 def _identity(item: Any, node: Any) -> _Identity | None:
@@ -376,12 +380,41 @@ def _identity(item: Any, node: Any) -> _Identity | None:
     grades = _doc_grades(raw, lambda message, key=None: problems.append(message))
     readable = raw is None or isinstance(raw, (list, dict)) and not problems
     line = node.line + 1 if node is not None else 0
+    chunks = item.get("expected_chunk_ids")
+    expected = [*grades, *(c for c in chunks if isinstance(c, str))] \
+        if isinstance(chunks, list) else list(grades)
     return _Identity(id=str(qid), line=line, group=group,
-                     expected_doc_ids=grades if readable else None)
+                     expected_doc_ids=grades if readable else None,
+                     expected_ids=tuple(expected))
+
+
+def folded(identifier: str) -> str:
+    """The form two ids must not share unless equal: NFC-normalized and case-folded (``café``
+    typed precomposed or with a combining accent, ``Doc-1`` and ``doc-1``)."""
+    return unicodedata.normalize("NFC", unicodedata.normalize("NFC", identifier).casefold())
+
+
+def _collision_problems(queries: list[_Identity], source: str) -> list[Problem]:
+    """Query ids, and expected ids, that differ but collide under :func:`folded`: one of them
+    is almost surely a typo or an encoding accident; each names both lines."""
+    problems = []
+    for what, spellings in (("query id", ((q.id, q) for q in queries)),
+                            ("expected id", ((i, q) for q in queries for i in q.expected_ids))):
+        first: dict[str, tuple[str, _Identity]] = {}
+        reported: set[str] = set()
+        for spelling, q in spellings:
+            seen, seen_q = first.setdefault(folded(spelling), (spelling, q))
+            if seen != spelling and spelling not in reported:  # each other spelling once
+                reported.add(spelling)
+                problems.append(Problem(
+                    f"{what} {ascii(spelling)} collides with {ascii(seen)} (line {seen_q.line}) "
+                    "under Unicode NFC normalization or case folding", f"{source}:{q.line}",
+                    q.id))
+    return problems
 
 
 def _cross_query_problems(queries: list[_Identity], source: str) -> list[Problem]:
-    problems = []
+    problems = _collision_problems(queries, source)
     seen: dict[str, _Identity] = {}
     for q in queries:
         if q.id in seen:

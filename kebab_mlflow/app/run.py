@@ -48,6 +48,7 @@ from kebab_mlflow.pipeline.backends.floors import oracle_truth
 from kebab_mlflow.pipeline.cache import cache_root
 from kebab_mlflow.pipeline.reference import build_pipeline
 from kebab_mlflow.records import VersionSnapshot
+from kebab_mlflow.redaction import redacted
 from kebab_mlflow.tracking.layout import (
     BREAKDOWN_TABLE,
     breakdown_table,
@@ -345,7 +346,7 @@ def _publish_or_keep(tracker: Any, run_id: str, workdir: Path) -> None:
         recovery = keep_for_recovery(workdir)
         raise TrackingError(
             f"lost the tracking store while publishing run {run_id} ({type(exc).__name__}: "
-            f"{str(exc).strip()[:200]}); "
+            f"{redacted(str(exc)).strip()[:200]}); "
             f"results kept in {recovery} — run `kebab-mlflow upload {recovery}` once it is back"
         ) from None
 
@@ -424,7 +425,7 @@ def upload(folder: Path, tracking_uri: str | None = None) -> str:
     except KebabError:
         raise
     except Exception as exc:  # noqa: BLE001 - MLflow's refusals come in many types
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        first = (redacted(str(exc)).strip().splitlines() or [type(exc).__name__])[0]
         raise TrackingError(f"could not publish {folder} as run {manifest['run_id']}: "
                             f"{type(exc).__name__}: {first[:300]}") from None
     shutil.rmtree(folder)

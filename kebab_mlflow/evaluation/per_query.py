@@ -96,13 +96,16 @@ class PerQueryRow:
     first_relevant_rank: dict | None = None  # level -> rank, 0 = miss, None = no truth
 
 
-def read_per_query(path: Path) -> Iterator[PerQueryRow]:
-    """Read rows back; any malformed line is a PerQueryError naming file and line."""
+def read_per_query(path: Path, shown_as: str | None = None) -> Iterator[PerQueryRow]:
+    """Read rows back; any malformed line is a PerQueryError naming file and line —
+    ``shown_as`` instead of ``path`` for a download about to be deleted (compare names the
+    run and its artifact, not a temporary folder that will not exist)."""
+    where = shown_as or str(path)
     with path.open("rb") as fh:
         for lineno, raw in enumerate(fh, 1):
             if not raw.strip():
                 continue
-            yield _row(raw, f"{path}:{lineno}")
+            yield _row(raw, f"{where}:{lineno}")
 
 
 def _row(raw: bytes, where: str) -> PerQueryRow:
