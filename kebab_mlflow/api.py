@@ -18,8 +18,8 @@ from kebab_mlflow.golden import load_golden_set
 from kebab_mlflow.vocabulary import RunStatus
 
 if TYPE_CHECKING:  # the sweep layer loads only when a sweep or tune runs
-    from kebab_mlflow.sweep.spec import SweepResult
     from kebab_mlflow.app.tune import TuneResult
+    from kebab_mlflow.sweep.spec import SweepResult
 
 __all__ = ["compare", "evaluate", "load_golden_set", "log_run", "reference_pipeline",
            "run_sweep", "tune"]
