@@ -26,7 +26,7 @@ _PUBLIC = {
     "evaluate": "kebab_mlflow.evaluation.evaluate",
     "EvalResult": "kebab_mlflow.evaluation.evaluate",
     "Aggregate": "kebab_mlflow.metrics.aggregate",
-    "log_run": "kebab_mlflow.tracking.log",
+    "log_run": "kebab_mlflow.app.run",
     "compare": "kebab_mlflow.api",
     "run_sweep": "kebab_mlflow.api",
     "tune": "kebab_mlflow.api",

@@ -11,15 +11,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kebab_mlflow import vocabulary as vocab
+from kebab_mlflow.app.run import log_run, run_tags
 from kebab_mlflow.comparison.records import CompareOptions, Comparison, RunSide
 from kebab_mlflow.evaluation.evaluate import EvalResult, evaluate, reference_pipeline
 from kebab_mlflow.golden import load_golden_set
-from kebab_mlflow.tracking.log import log_run, run_tags
 from kebab_mlflow.vocabulary import RunStatus
 
 if TYPE_CHECKING:  # the sweep layer loads only when a sweep or tune runs
+    from kebab_mlflow.app.tune import TuneResult
     from kebab_mlflow.sweep.spec import SweepResult
-    from kebab_mlflow.sweep.tuning import TuneResult
 
 __all__ = ["compare", "evaluate", "load_golden_set", "log_run", "reference_pipeline",
            "run_sweep", "tune"]
@@ -65,7 +65,7 @@ def run_sweep(path: str | Path, *, experiment: str | None = None,
               ) -> SweepResult:
     """Run the sweep file at ``path`` (a parent MLflow run with one child per row, and the
     gauge); its :class:`~kebab_mlflow.sweep.spec.SweepResult`."""
-    from kebab_mlflow.sweep.execution import run_sweep as run
+    from kebab_mlflow.app.sweep import run_sweep as run
     from kebab_mlflow.sweep.spec import load_sweep
 
     return run(load_sweep(path), experiment=experiment, tracking_uri=tracking_uri, jobs=jobs,
@@ -75,9 +75,9 @@ def run_sweep(path: str | Path, *, experiment: str | None = None,
 def tune(path: str | Path, *, trials: int | None = None, experiment: str | None = None,
          tracking_uri: str | None = None) -> TuneResult:
     """Run the tune file at ``path`` (a seeded TPE search on its train set, the best judged on
-    its test set); its :class:`~kebab_mlflow.sweep.tuning.TuneResult`. Needs optuna."""
+    its test set); its :class:`~kebab_mlflow.app.tune.TuneResult`. Needs optuna."""
+    from kebab_mlflow.app.tune import require_optuna, run_tune
     from kebab_mlflow.sweep.tune_spec import load_tune
-    from kebab_mlflow.sweep.tuning import require_optuna, run_tune
 
     require_optuna()
     return run_tune(load_tune(path).with_trials(trials), experiment=experiment,

@@ -128,6 +128,10 @@ class TrackingError(KebabError):
     pass
 
 
+class StoreLockedError(TrackingError):
+    """A SQLite store another process kept locked past ``KEBAB_STORE_LOCK_WAIT_S``."""
+
+
 class RunNotFoundError(KebabError):
     pass
 

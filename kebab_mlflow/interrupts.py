@@ -51,8 +51,10 @@ def clear_interrupt() -> None:
 
 
 def raise_if_interrupted() -> None:
-    """Raise KeyboardInterrupt for a noted signal, unless signals are being held."""
-    if _pending and not _deferring:
+    """Raise KeyboardInterrupt for a noted signal, inside a command (a
+    :class:`sigterm_as_interrupt` block: outside one there is nothing to stop) and unless
+    signals are being held."""
+    if _pending and _guards and not _deferring:
         raise KeyboardInterrupt
 
 
@@ -81,7 +83,8 @@ def install_unraisable_hook() -> None:
 class sigterm_as_interrupt:  # noqa: N801 - used as a context manager
     """Within the block, SIGTERM (and SIGINT, unless the process inherited it ignored) notes
     the signal and raises KeyboardInterrupt (main thread only; elsewhere a no-op). The
-    outermost block starts with no interrupt noted."""
+    outermost block starts and ends with no interrupt noted (in-process callers, tests, run
+    one command after another)."""
 
     def __enter__(self) -> sigterm_as_interrupt:
         if not _guards:

@@ -40,7 +40,7 @@ def test_a_broken_layer_is_caught(tmp_path):
     shutil.copytree(PACKAGE, copy / "kebab_mlflow", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", copy / "pyproject.toml")
     bad = copy / "kebab_mlflow" / "pipeline" / "text.py"
-    bad.write_text(bad.read_text() + "\nfrom kebab_mlflow.tracking import log  # noqa\n")
+    bad.write_text(bad.read_text() + "\nfrom kebab_mlflow.app import run as log  # noqa\n")
     lint = Path(sys.executable).with_name("lint-imports")
     res = subprocess.run([str(lint), "--no-cache"], cwd=copy, capture_output=True, text=True,
                          env={"PYTHONPATH": str(copy), "PATH": "/usr/bin:/bin"})

@@ -9,11 +9,11 @@ import math
 import numpy as np
 import pytest
 
+from kebab_mlflow.app.run import RunOptions, execute
 from kebab_mlflow.errors import GoldenSetError
 from kebab_mlflow.evaluation.runner import build_aggregate
 from kebab_mlflow.golden import GoldenQuery, GoldenSet, parse_golden_set
 from kebab_mlflow.metrics.aggregate import breakdowns
-from kebab_mlflow.tracking.log import RunOptions, execute
 from tests.conftest import GOLDEN, KB
 
 NAN = math.nan

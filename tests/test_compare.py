@@ -12,12 +12,12 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from kebab_mlflow.app.run import RunOptions, execute
 from kebab_mlflow.cli import app
 from kebab_mlflow.comparison.records import CompareOptions, RunSide
 from kebab_mlflow.comparison.rendering import dumps, to_json, to_markdown
 from kebab_mlflow.comparison.verdict import ComparisonRefused, compare_runs, doc_variant
 from kebab_mlflow.evaluation.per_query import PerQueryRow
-from kebab_mlflow.tracking.log import RunOptions, execute
 from tests.conftest import GOLDEN, KB, ROOT
 
 runner = CliRunner()

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from kebab_mlflow.app.run import RunOptions, execute
 from kebab_mlflow.cli import app
 from kebab_mlflow.config import DEFAULTS, build_config
 from kebab_mlflow.errors import ConfigError
@@ -29,7 +30,6 @@ from kebab_mlflow.pipeline.backends.dense import (
 from kebab_mlflow.pipeline.chunker import Chunk, ChunkerConfig, chunk_corpus
 from kebab_mlflow.pipeline.corpus import load_corpus
 from kebab_mlflow.progress import set_task_factory
-from kebab_mlflow.tracking.log import RunOptions, execute
 from tests.conftest import GOLDEN, KB
 
 CONFIG = dict(DEFAULTS["dense"])

@@ -16,10 +16,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kebab_mlflow.app.run import RunOptions, execute
 from kebab_mlflow.errors import GoldenSetError, InputError, KebabError, PerQueryError
 from kebab_mlflow.evaluation.per_query import read_per_query
 from kebab_mlflow.golden import QUERY_FIELDS, TOP_LEVEL_KEYS, parse_golden_set
-from kebab_mlflow.tracking.log import RunOptions, execute
 from tests.conftest import GOLDEN, KB, write
 
 FUZZ = settings(max_examples=150, deadline=None,

@@ -21,6 +21,7 @@ from scipy import stats as sp
 from scipy.optimize import brentq
 from typer.testing import CliRunner
 
+from kebab_mlflow.app.run import RunOptions, execute
 from kebab_mlflow.cli import app
 from kebab_mlflow.cli.compare_table import render_table
 from kebab_mlflow.comparison import to_json, to_junit, to_markdown
@@ -29,7 +30,6 @@ from kebab_mlflow.comparison.verdict import compare_runs
 from kebab_mlflow.errors import GoldenSetError
 from kebab_mlflow.evaluation.per_query import PerQueryRow
 from kebab_mlflow.golden import parse_golden_set
-from kebab_mlflow.tracking.log import RunOptions, execute
 from tests.conftest import GOLDEN, KB, ROOT, SHARED
 
 runner = CliRunner()

@@ -15,12 +15,12 @@ from typer.testing import CliRunner
 
 import kebab_mlflow as km
 from kebab_mlflow import names
+from kebab_mlflow.app.run import MANIFEST, finish_run
 from kebab_mlflow.cli import app
 from kebab_mlflow.errors import PerQueryError, TrackingError
 from kebab_mlflow.evaluation.per_query import read_per_query
 from kebab_mlflow.targets import load_target
 from kebab_mlflow.targets.reply import ReplyError, decode_json
-from kebab_mlflow.tracking.log import MANIFEST, finish_run
 from kebab_mlflow.tracking.store import Tracker
 from tests.conftest import GOLDEN, KB, ROOT, runs_in, write
 

@@ -6,9 +6,9 @@ from fractions import Fraction
 
 import pytest
 
+from kebab_mlflow.app.run import RunOptions, execute
 from kebab_mlflow.errors import ConfigError
 from kebab_mlflow.pipeline.backends.hybrid import HybridBackend, fuse
-from kebab_mlflow.tracking.log import RunOptions, execute
 from tests.conftest import GOLDEN, KB
 
 

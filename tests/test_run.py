@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from kebab_mlflow.app.run import RunOptions, execute
 from kebab_mlflow.cli import app
 from kebab_mlflow.evaluation.per_query import file_digest, read_per_query
-from kebab_mlflow.tracking.log import RunOptions, execute
 from tests.conftest import GOLDEN, KB, ROOT, mlflow_client, runs_in, write
 
 runner = CliRunner()

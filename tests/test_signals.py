@@ -149,3 +149,47 @@ def test_a_signal_inside_a_finalizer_still_ends_the_run_killed(tmp_path, store_u
     client = mlflow_client(store_uri)
     runs = client.search_runs([client.get_experiment_by_name("finalizer").experiment_id])
     assert [r.info.status for r in runs] == ["KILLED"]
+
+
+def test_a_signal_while_compare_records_its_verdict_leaves_all_of_it(tmp_path, store_uri):
+    """Issue 28 item 6: SIGTERM/SIGINT once compare logged its artifacts is held until the
+    verdict tags are in too (they are written last): report, compare.json and verdict, or
+    none of them."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    from kebab_mlflow.app.run import RunOptions, execute
+    from tests.conftest import KB, mlflow_client
+
+    data = yaml.safe_load(faultpoints.GOLDEN.read_text())
+    data["queries"] = data["queries"][:3]
+    small = tmp_path / "small.yaml"
+    small.write_text(yaml.safe_dump(data, sort_keys=False))
+    ids = [execute(RunOptions(golden=str(small), corpus=str(KB), tracking_uri=store_uri,
+                              run_name=name, experiment="verdicts")).run_id
+           for name in ("base", "cand-SIGTERM", "cand-SIGINT")]
+    started = []
+    for signame, candidate in zip(faultpoints.SIGNALS, ids[1:], strict=True):
+        marker = tmp_path / f"{signame}.reached"
+        env = {**__import__("os").environ, "PYTHONPATH": str(faultpoints.ROOT),
+               "KEBAB_FAULT_POINT": f"compare-artifacts-logged={marker}"}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "kebab_mlflow.cli", "compare", ids[0], candidate,
+             "--tracking-uri", store_uri, "--experiment", "verdicts"], cwd=tmp_path, env=env,
+            text=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            preexec_fn=faultpoints.sigint_at_default)
+        started.append((proc, marker, faultpoints.SIGNALS[signame], candidate))
+    for proc, marker, signum, _ in started:
+        faultpoints.wait_for(marker, proc)
+        proc.send_signal(signum)
+    client = mlflow_client(store_uri)
+    for proc, _, _, candidate in started:
+        _, err = proc.communicate(timeout=600)
+        assert proc.returncode == 130, err[-2000:]
+        assert "Traceback" not in err
+        run = client.get_run(candidate)
+        assert {a.path for a in client.list_artifacts(candidate, "compare")} == {
+            "compare/report.md", "compare/compare.json"}
+        assert run.data.tags["kebab.compared_to"] == ids[0] and "kebab.verdict" in run.data.tags

@@ -435,8 +435,8 @@ def test_a_signal_after_the_rows_ends_the_parent_killed(tmp_path, store_uri, mon
     SIGTERM must end the parent KILLED too, not leave it RUNNING."""
     import signal as signals
 
+    from kebab_mlflow.app import sweep as execution
     from kebab_mlflow.errors import RunInterrupted
-    from kebab_mlflow.sweep import execution
 
     spec = load_sweep(_sweep_file(tmp_path, "floors: [random_retrieval]\n"
                                   "gauge_metrics: [mrr]\nrows: [{name: bm25}]\n"))
@@ -459,7 +459,7 @@ def test_a_signal_after_the_rows_ends_the_parent_killed(tmp_path, store_uri, mon
 
 
 def test_resume_refuses_a_changed_sweep_file_or_a_non_sweep_run(tmp_path, store_uri):
-    from kebab_mlflow.sweep.execution import run_sweep
+    from kebab_mlflow.app.sweep import run_sweep
     from kebab_mlflow.tracking.store import Tracker
 
     spec = load_sweep(_sweep_file(tmp_path, SMALL))

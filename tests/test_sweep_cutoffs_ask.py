@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kebab_mlflow.sweep.execution import row_options
+from kebab_mlflow.app.sweep import row_options
 from kebab_mlflow.sweep.spec import SweepError, load_sweep
 from tests.conftest import GOLDEN, KB, write
 

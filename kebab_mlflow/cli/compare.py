@@ -103,7 +103,9 @@ def _execute(tracker: Any, experiment: str, refs: tuple[str, str], options: Comp
     _emit(_render(result, fmt, wide, to_file=out_file is not None), out_file)
     _step_summary(result)
     if not no_log:
-        cmp.record(tracker, result)
+        from kebab_mlflow.app.compare import record
+
+        record(tracker, result)
     _finish(result, no_log)
 
 

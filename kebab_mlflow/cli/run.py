@@ -84,10 +84,10 @@ def run(
              "| all; never for a private golden set")] = "none",
 ) -> None:
     """Run the golden set through a pipeline and record the eval as one MLflow run."""
+    from kebab_mlflow.app.run import RunOptions, execute
     from kebab_mlflow.cli.console import err
     from kebab_mlflow.config import parse_overrides
     from kebab_mlflow.metrics.scoring import parse_cutoffs
-    from kebab_mlflow.tracking.log import RunOptions, execute
 
     options = RunOptions(golden=str(golden), corpus=None if corpus is None else str(corpus),
                          preset=preset, k=k,
@@ -143,6 +143,6 @@ def upload(
     tracking_uri: TrackingUri = None,
 ) -> None:
     """Publish a recovery folder to MLflow as the run it belongs to."""
-    from kebab_mlflow.tracking.log import upload as upload_folder
+    from kebab_mlflow.app.run import upload as upload_folder
 
     typer.echo(f"published run {upload_folder(recovery_dir, tracking_uri)}")

@@ -34,9 +34,9 @@ def sweep(
 ) -> None:
     """Run an ablation sweep: a parent run, one child eval run per row, and the
     distinguishing-power gauge (primary vs floors). Exit 1 when a row failed."""
+    from kebab_mlflow.app.sweep import run_sweep
     from kebab_mlflow.cli.console import err, print_ui_hint
     from kebab_mlflow.errors import InputError
-    from kebab_mlflow.sweep.execution import run_sweep
     from kebab_mlflow.sweep.executors import check_executor
     from kebab_mlflow.sweep.spec import load_sweep
 

@@ -29,12 +29,12 @@ def tune(
     """Search config ranges with a seeded TPE sampler on the TRAIN golden set (each trial a
     child run), then judge the best configuration once on the TEST set against the baseline.
     Exit 1 when it is Regressed (or Inconclusive) there."""
+    from kebab_mlflow.app.tune import require_optuna, run_tune
     from kebab_mlflow.cli.compare_table import render_table
     from kebab_mlflow.cli.console import err, out, print_ui_hint, table
     from kebab_mlflow.formatting import number
     from kebab_mlflow.sweep.grid import labels
     from kebab_mlflow.sweep.tune_spec import load_tune
-    from kebab_mlflow.sweep.tuning import require_optuna, run_tune
 
     require_optuna()  # before anything else: without the extra, exit 2 with the hint
     spec = load_tune(file).with_trials(trials)

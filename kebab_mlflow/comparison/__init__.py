@@ -2,11 +2,11 @@
 
 :func:`~.loading.load_pair` reads both runs through :mod:`kebab_mlflow.tracking`;
 :func:`~.verdict.compare_runs` is pure (no MLflow); :mod:`.rendering` turns a Comparison into
-JSON, markdown, JUnit XML and table rows; :func:`~.recording.record` writes the verdict back.
+JSON, markdown, JUnit XML and table rows; ``kebab_mlflow.app.compare.record`` writes the
+verdict back.
 """
 
 from kebab_mlflow.comparison.loading import load_pair
-from kebab_mlflow.comparison.recording import record
 from kebab_mlflow.comparison.records import KINDS, CompareOptions, Comparison, RunSide
 from kebab_mlflow.comparison.rendering import (
     dumps,
@@ -19,4 +19,4 @@ from kebab_mlflow.comparison.rendering import (
 from kebab_mlflow.comparison.verdict import compare_runs
 
 __all__ = ["KINDS", "CompareOptions", "Comparison", "RunSide", "compare_runs", "dumps",
-           "headline", "load_pair", "ordered", "record", "to_json", "to_junit", "to_markdown"]
+           "headline", "load_pair", "ordered", "to_json", "to_junit", "to_markdown"]

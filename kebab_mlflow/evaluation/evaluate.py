@@ -3,7 +3,7 @@
 :func:`evaluate` takes anything that can answer a query — an object with ``search`` (and
 ``ask``), a plain function ``f(query, k) -> hits``, or a target spec (``python:…``,
 ``http://…``, ``cmd:…``) — and returns an :class:`EvalResult`: the aggregate blocks, the
-per-query scores and ``per_query.jsonl``. :func:`kebab_mlflow.tracking.log.log_run` records
+per-query scores and ``per_query.jsonl``. :func:`kebab_mlflow.app.run.log_run` records
 one as an MLflow run; :func:`kebab_mlflow.api.compare` compares two.
 """
 

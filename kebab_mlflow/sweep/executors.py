@@ -1,7 +1,7 @@
 """Where a sweep's rows run: in this process, in forked local processes, or on a Dask cluster.
 
 Every executor hands out ``concurrent.futures.Future`` objects, so one row loop
-(:mod:`kebab_mlflow.sweep.execution`) drives them all: ``slots`` rows in flight, the next one
+(:mod:`kebab_mlflow.app.sweep`) drives them all: ``slots`` rows in flight, the next one
 submitted the moment one finishes. A row is one call of ``execute_row(options, metrics)``; its
 options carry the tracking URI and the parent run id explicitly (MLflow keeps the active run per
 thread, and a worker on another machine has no environment of ours), so each task logs its child

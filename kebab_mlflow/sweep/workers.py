@@ -14,10 +14,10 @@ from collections.abc import Callable
 from typing import Any
 
 # imported before the workers fork, so each starts with them loaded
-WORKER_PRELOAD = ["kebab_mlflow.tracking.log", "kebab_mlflow.tracking.store",
+WORKER_PRELOAD = ["kebab_mlflow.app.run", "kebab_mlflow.tracking.store",
                   "kebab_mlflow.pipeline.reference", "kebab_mlflow.pipeline.backends.lexical",
                   "kebab_mlflow.pipeline.backends.floors", "kebab_mlflow.evaluation.runner",
-                  "kebab_mlflow.evaluation.plots", "kebab_mlflow.sweep.execution",
+                  "kebab_mlflow.evaluation.plots", "kebab_mlflow.app.sweep",
                   "scipy.sparse", "matplotlib.figure", "matplotlib.backends.backend_agg"]
 
 

@@ -16,16 +16,16 @@ import json
 import os
 import re
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from mlflow.entities import DatasetInput, InputTag, Metric, Param, RunTag
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from kebab_mlflow import vocabulary as vocab
-from kebab_mlflow.errors import RunNotFoundError, TrackingError
+from kebab_mlflow.errors import KebabError, RunNotFoundError, TrackingError
 from kebab_mlflow.interrupts import checkpoint, raise_if_interrupted
 from kebab_mlflow.progress import warn
 from kebab_mlflow.records import RunRecord
@@ -33,6 +33,7 @@ from kebab_mlflow.redaction import install_log_redaction, redacted, register_url
 from kebab_mlflow.tracking import ui_view
 from kebab_mlflow.vocabulary import RunStatus
 
+T = TypeVar("T")
 DEFAULT_EXPERIMENT = "kebab-eval"
 BASELINE_TAG = vocab.BASELINE_RUN_ID
 # MLflow 3's record of what an experiment is for (values from the 3.17 UI's ExperimentKind);
@@ -105,19 +106,17 @@ def _ensure_sqlite_store(db: Path) -> None:
     """Under the store lock: a brand-new SQLite store is built aside and renamed into place,
     so a process killed while MLflow creates its ~40 tables (seconds) leaves a stray file, never
     a half-migrated store that every later command refuses ("table datasets already exists").
-    A store that cannot be opened and holds no run (half-created by an older version) is set
-    aside as ``<name>.broken-<time>`` and rebuilt, with a warning."""
+    A store that cannot be opened is set aside as ``<name>.broken-<time>`` and rebuilt, with a
+    warning, only when it provably holds no run (checked under SQLite's exclusive lock). A
+    store another process keeps locked is waited for (:func:`while_locked`), never taken for
+    an empty one."""
     for stray in db.parent.glob(f".{db.name}.creating-*"):  # of killed creators: we hold the lock
         stray.unlink(missing_ok=True)
     if db.is_file() and db.stat().st_size > 0:
-        if _opens(db):
+        if while_locked(db, lambda: _opens(db)):
             return
-        if _holds_runs(db):
-            return  # let MLflow's own error say what is wrong with it
-        aside = db.with_name(f"{db.name}.broken-{time.strftime('%Y%m%d-%H%M%S')}")
-        db.rename(aside)
-        warn(f"the store {db} was half-created (no run in it) and is rebuilt; "
-             f"the old file is {aside}")
+        if not while_locked(db, lambda: _set_aside_if_empty(db)):
+            return  # it may hold runs: let MLflow's own error say what is wrong with it
     building = db.with_name(f".{db.name}.creating-{os.getpid()}")
     uri = f"sqlite:///{building}"
     try:
@@ -128,23 +127,99 @@ def _ensure_sqlite_store(db: Path) -> None:
 
 
 def _opens(db: Path) -> bool:
+    """Whether MLflow opens the store as it is; a lock held elsewhere is raised, not False."""
     uri = f"sqlite:///{db}"
     try:
         MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
         return True
-    except Exception:  # noqa: BLE001 - any failure to open means "not usable as it is"
+    except Exception as exc:  # noqa: BLE001 - any other failure means "not usable as it is"
         _forget_engine(uri)
+        if _is_locked(exc):
+            raise
         return False
 
 
-def _holds_runs(db: Path) -> bool:
+def _set_aside_if_empty(db: Path) -> bool:
+    """Rename a store that holds no run to ``<name>.broken-<time>``, holding SQLite's
+    exclusive lock from the count to the rename (no process writes a run in between); False
+    (nothing done) unless the store provably holds none: a ``runs`` table with rows, or a file
+    SQLite cannot read, is left as it is."""
     import sqlite3
 
+    with contextlib.closing(sqlite3.connect(db, timeout=1.0, isolation_level=None)) as con:
+        con.execute("BEGIN EXCLUSIVE")  # "database is locked": while_locked waits
+        try:
+            runs = con.execute("SELECT count(*) FROM runs").fetchone()[0]
+        except sqlite3.OperationalError as exc:
+            if "no such table" not in str(exc):
+                raise
+            runs = 0  # migrations never reached the runs table: nothing recorded
+        except sqlite3.DatabaseError:  # not a database at all: it is not ours to move
+            return False
+        if runs:
+            return False
+        aside = db.with_name(f"{db.name}.broken-{time.strftime('%Y%m%d-%H%M%S')}")
+        db.rename(aside)
+        con.execute("ROLLBACK")
+    warn(f"the store {db} was half-created (no run in it) and is rebuilt; "
+         f"the old file is {aside}")
+    return True
+
+
+LOCK_WAIT_ENV = "KEBAB_STORE_LOCK_WAIT_S"
+DEFAULT_LOCK_WAIT_S = 120.0
+LOCK_PROGRESS_S = 15.0  # how often a wait for a locked store says so
+
+
+def _is_locked(exc: BaseException) -> bool:
+    text = str(exc)
+    return "database is locked" in text or "database table is locked" in text
+
+
+def lock_wait_s() -> float:
+    """``$KEBAB_STORE_LOCK_WAIT_S`` (seconds, >= 0), default 120."""
+    from kebab_mlflow.errors import InputError
+
+    raw = os.environ.get(LOCK_WAIT_ENV, "").strip()
+    if not raw:
+        return DEFAULT_LOCK_WAIT_S
     try:
-        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as con:
-            return con.execute("SELECT count(*) FROM runs").fetchone()[0] > 0
-    except sqlite3.Error:  # no runs table: nothing was recorded in it
-        return False
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not value >= 0 or value == float("inf"):
+        raise InputError(f"{LOCK_WAIT_ENV} must be a number of seconds >= 0, got {raw!r}")
+    return value
+
+
+def while_locked(db: Path, attempt: Callable[[], T]) -> T:
+    """``attempt()``, again while it fails because another process holds the SQLite store
+    locked (a long write, a backup, ``BEGIN EXCLUSIVE``): up to :func:`lock_wait_s`, saying
+    so every LOCK_PROGRESS_S; then StoreLockedError (exit 2) naming the lock. Nothing is
+    changed while waiting."""
+    from kebab_mlflow.errors import StoreLockedError
+
+    wait_s = lock_wait_s()
+    start = time.monotonic()
+    next_note = start + LOCK_PROGRESS_S
+    while True:
+        try:
+            return attempt()
+        except Exception as exc:
+            if not _is_locked(exc):
+                raise
+        now = time.monotonic()
+        if now - start >= wait_s:
+            raise StoreLockedError(
+                f"the store {db} is locked by another process (a long write, a backup, a "
+                f"`BEGIN EXCLUSIVE`): still locked after {wait_s:g} s ({LOCK_WAIT_ENV}); "
+                "nothing was changed — try again once that process is done")
+        if now >= next_note:
+            warn(f"the store {db} is locked by another process; waiting "
+                 f"({now - start:.0f} s of {wait_s:g} s, {LOCK_WAIT_ENV})")
+            next_note += LOCK_PROGRESS_S
+        raise_if_interrupted()  # Ctrl-C while waiting: nothing was touched
+        time.sleep(min(0.25, max(0.0, wait_s - (now - start))))
 
 
 def _forget_engine(uri: str) -> None:
@@ -183,9 +258,15 @@ class Tracker:
         try:
             with _store_lock(self.uri):
                 if self.local:
-                    _ensure_sqlite_store(Path(self.uri.removeprefix("sqlite:///")))
+                    db = Path(self.uri.removeprefix("sqlite:///"))
+                    _ensure_sqlite_store(db)
                 self.client = MlflowClient(tracking_uri=self.uri)
-                self.client.search_experiments(max_results=1)  # opens/migrates, checks reach
+                if self.local:  # a store locked since: wait for it too
+                    while_locked(db, lambda: self.client.search_experiments(max_results=1))
+                else:
+                    self.client.search_experiments(max_results=1)  # opens/migrates, reach
+        except KebabError:
+            raise
         except MlflowException as exc:
             raise _tracking_error(self.uri, exc) from None
         except Exception as exc:  # noqa: BLE001 - connection errors come in many types
@@ -287,6 +368,17 @@ class Tracker:
             self.client.log_batch(run_id, metrics=m[:1000], params=p[:100], tags=t[:100])
             p, m, t = p[100:], m[1000:], t[100:]
 
+    def log_new_metrics(self, run_id: str, metrics: Mapping[str, float], *,
+                        tags: Mapping[str, str] | None = None, model_id: str | None = None,
+                        dataset: tuple[str, str] | None = None) -> None:
+        """:meth:`log_batch` of the metrics the run does not hold yet with that value: a
+        republish (``upload``) after a failure mid-way logs each metric once, so its history
+        has one point, as an uninterrupted run's has. Tags are set (again) either way."""
+        present = self.client.get_run(run_id).data.metrics
+        missing = {k: v for k, v in metrics.items()
+                   if k not in present or present[k] != float(v)}
+        self.log_batch(run_id, metrics=missing, tags=tags, model_id=model_id, dataset=dataset)
+
     def log_artifact(self, run_id: str, path: Path, artifact_path: str | None = None) -> None:
         self.client.log_artifact(run_id, str(path), artifact_path)
 
@@ -309,8 +401,11 @@ class Tracker:
         entity = DatasetInput(dataset._to_mlflow_entity(),
                               tags=[InputTag("mlflow.data.context", "eval")])
         # Two runs logging the same new dataset at once race on the store's unique key; the
-        # loser's retry finds the row and links to it.
+        # loser's retry finds the row and links to it. A run that has the link already (a
+        # republish: `upload`) is left as it is: a second link is a unique-key error.
         for attempt in range(4):
+            if self._has_dataset(run_id, dataset.name, dataset.digest):
+                return
             try:
                 self.client.log_inputs(run_id, [entity])
                 return
@@ -318,6 +413,11 @@ class Tracker:
                 if attempt == 3:
                     raise
                 time.sleep(0.2 * (attempt + 1))
+
+    def _has_dataset(self, run_id: str, name: str, digest: str) -> bool:
+        inputs = self.client.get_run(run_id).inputs
+        return any(d.dataset.name == name and d.dataset.digest == digest
+                   for d in (inputs.dataset_inputs if inputs else []))
 
     def log_table(self, run_id: str, columns: Mapping[str, list], artifact_file: str) -> None:
         """A table artifact the run page shows as a table (``mlflow.log_table``). MLflow
@@ -377,6 +477,9 @@ class Tracker:
         """Mark the model as the run's output (the run page's "Logged models")."""
         from mlflow.entities import LoggedModelOutput
 
+        outputs = self.client.get_run(run_id).outputs
+        if any(o.model_id == model_id for o in (outputs.model_outputs if outputs else [])):
+            return  # a republish (`upload`): linked once, a second link is a unique-key error
         self.client.log_outputs(run_id, [LoggedModelOutput(model_id, 0)])
 
     def log_traces(self, experiment_id: str, run_id: str, payloads: Iterable[Any],
@@ -413,6 +516,9 @@ class Tracker:
         if status == RunStatus.FINISHED:  # a signal a callback swallowed still ends it KILLED
             raise_if_interrupted()
         self.client.set_terminated(run_id, status)
+
+    def run_status(self, run_id: str) -> str:
+        return str(self.client.get_run(run_id).info.status)
 
     def end_run_quietly(self, run_id: str, status: str) -> bool:
         """End a run on the way out of a failure; the store may be the thing that failed.

@@ -32,8 +32,9 @@ from typing import Any
 
 from kebab_mlflow import progress
 from kebab_mlflow import vocabulary as vocab
-from kebab_mlflow.errors import RunInterrupted, TuneUnavailableError
-from kebab_mlflow.interrupts import signals_deferred, sigterm_as_interrupt
+from kebab_mlflow.app.lifecycle import Lifecycle, run_lifecycle
+from kebab_mlflow.errors import TuneUnavailableError
+from kebab_mlflow.interrupts import request_interrupt
 from kebab_mlflow.sweep.tune_spec import SpaceParam, TuneSpec
 from kebab_mlflow.vocabulary import RunStatus, TuneRole
 
@@ -114,46 +115,37 @@ def run_tune(spec: TuneSpec, *, experiment: str | None = None,
     experiment = experiment or spec.experiment or DEFAULT_EXPERIMENT
     tracker = Tracker(tracking_uri)
     experiment_id = tracker.experiment_id(experiment)
-    # a signal while the parent is created is held until its id is known (else it stays
-    # RUNNING, unknown to the clean-up below), then raised
-    with signals_deferred() as held:
-        parent_id = tracker.start_run(experiment_id, spec.name, _parent_tags(spec))
-    try:
-        with sigterm_as_interrupt():
-            if held.caught:
-                raise KeyboardInterrupt
-            evaluate = _evaluator(spec, experiment, tracker.uri, parent_id)
-            tracker.log_batch(parent_id, params=_parent_params(spec))
-            on_event(f"tune {spec.name}: parent run {parent_id}; {spec.trials} trial(s) on "
-                     f"{spec.n_train} train queries")
-            trials = _search(optuna, spec, evaluate, on_event)
-            best = max(trials, key=lambda t: t.value)  # the first of equals: deterministic
-            on_event(f"best: trial {best.number} ({_params_text(best.params)}), "
-                     f"{spec.objective} {best.value:.4f} on train; judging it on test")
-            judged = _judge(spec, tracker, experiment, evaluate, best)
-            hint = tracker.ui_command(experiment_id)
-            train_baseline, base_run_id, best_run_id, comparison = judged
-            result = TuneResult(parent_run_id=parent_id, experiment_id=experiment_id,
-                                objective=spec.objective, trials=tuple(trials), best=best,
-                                train_baseline=train_baseline, test_baseline_run_id=base_run_id,
-                                test_best_run_id=best_run_id, comparison=comparison,
-                                ui_command=hint, wall_s=time.perf_counter() - t0)
-            _publish(tracker, spec, result)
-    except (KeyboardInterrupt, RunInterrupted):
-        with signals_deferred():  # a second Ctrl-C must not cut the clean-up short
-            tracker.end_run_quietly(parent_id, RunStatus.KILLED)
-            _kill_running_children(tracker, experiment_id, parent_id)
-        raise RunInterrupted(f"interrupted: tune {parent_id} ended as KILLED") from None
-    except BaseException:
-        tracker.end_run_quietly(parent_id, RunStatus.FAILED)
-        raise
+
+    def start() -> str:
+        return tracker.start_run(experiment_id, spec.name, _parent_tags(spec))
+
+    # the one run lifecycle: created with signals held, KILLED / FAILED with its trials
+    with run_lifecycle(tracker, start, Lifecycle(what="tune", end_children=True)) as parent:
+        parent_id = parent.run_id
+        evaluate = _evaluator(spec, experiment, tracker.uri, parent_id)
+        tracker.log_batch(parent_id, params=_parent_params(spec))
+        on_event(f"tune {spec.name}: parent run {parent_id}; {spec.trials} trial(s) on "
+                 f"{spec.n_train} train queries")
+        trials = _search(optuna, spec, evaluate, on_event)
+        best = max(trials, key=lambda t: t.value)  # the first of equals: deterministic
+        on_event(f"best: trial {best.number} ({_params_text(best.params)}), "
+                 f"{spec.objective} {best.value:.4f} on train; judging it on test")
+        judged = _judge(spec, tracker, experiment, evaluate, best)
+        hint = tracker.ui_command(experiment_id)
+        train_baseline, base_run_id, best_run_id, comparison = judged
+        result = TuneResult(parent_run_id=parent_id, experiment_id=experiment_id,
+                            objective=spec.objective, trials=tuple(trials), best=best,
+                            train_baseline=train_baseline, test_baseline_run_id=base_run_id,
+                            test_best_run_id=best_run_id, comparison=comparison,
+                            ui_command=hint, wall_s=time.perf_counter() - t0)
+        _publish(tracker, spec, result)
     return result
 
 
 def _evaluator(spec: TuneSpec, experiment: str, uri: str, parent_id: str
                ) -> Callable[..., Any]:
     """evaluate(golden, preset, overrides, name, role, tags) -> the finished child RunResult."""
-    from kebab_mlflow.tracking.log import RunOptions, execute
+    from kebab_mlflow.app.run import RunOptions, execute
 
     def evaluate(golden: str, preset: str, overrides: Mapping[str, Any], name: str,
                  role: TuneRole, tags: Mapping[str, str] | None = None) -> Any:
@@ -201,6 +193,7 @@ def _interrupts_inside_trials() -> Iterator[Callable[[Callable], Callable]]:
     state = {"inside": False, "pending": False}
 
     def on_signal(signum: int, frame: Any) -> None:
+        request_interrupt(signum)  # the shared flag: every later checkpoint acts on it
         if state["inside"]:
             raise KeyboardInterrupt
         state["pending"] = True
@@ -245,7 +238,9 @@ def _judge(spec: TuneSpec, tracker: Any, experiment: str, evaluate: Callable[...
     options = cmp.CompareOptions(primary=spec.objective, seed=spec.seed,
                                  gates=tuple(g for g in spec.gates or () if g != spec.objective))
     comparison = cmp.compare_runs(*sides, options)
-    cmp.record(tracker, comparison)
+    from kebab_mlflow.app.compare import record
+
+    record(tracker, comparison)
     return (train_base.aggregate.overall.get(spec.objective), base.run_id, best_run.run_id,
             comparison)
 
@@ -340,13 +335,3 @@ def report(spec: TuneSpec, result: TuneResult) -> str:
               f"(baseline {number(result.train_baseline)}).", "",
               f"**Test verdict: {result.verdict}** — {cmp.headline(result.comparison)}"]
     return "\n".join(lines) + "\n"
-
-
-def _kill_running_children(tracker: Any, experiment_id: str, parent_id: str) -> None:
-    """A trial interrupted outside its query loop may be left RUNNING: end it KILLED."""
-    try:
-        for run in tracker.find_runs([experiment_id], status=RunStatus.RUNNING,
-                                     tags={"mlflow.parentRunId": parent_id}):
-            tracker.end_run(run.run_id, RunStatus.KILLED)
-    except Exception:  # noqa: BLE001 - best effort on the way out
-        pass

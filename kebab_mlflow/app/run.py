@@ -22,13 +22,13 @@ from typing import Any
 
 from kebab_mlflow import names
 from kebab_mlflow import vocabulary as vocab
+from kebab_mlflow.app.lifecycle import MANIFEST, Lifecycle, keep_for_recovery, run_lifecycle
 from kebab_mlflow.config import build_config
 from kebab_mlflow.errors import (
     ConfigError,
     InputError,
     KebabError,
     Problem,
-    RunInterrupted,
     TrackingError,
 )
 from kebab_mlflow.evaluation.evaluate import (
@@ -42,7 +42,7 @@ from kebab_mlflow.evaluation.evidence import EvidenceRun, check_evidence, prepar
 from kebab_mlflow.evaluation.report import headline, run_report, summary_table
 from kebab_mlflow.evaluation.runner import check_expected_ids
 from kebab_mlflow.golden import GoldenSet, load_golden_set
-from kebab_mlflow.interrupts import checkpoint, signals_deferred, sigterm_as_interrupt
+from kebab_mlflow.interrupts import checkpoint
 from kebab_mlflow.metrics.aggregate import Aggregate
 from kebab_mlflow.metrics.scoring import run_cutoffs
 from kebab_mlflow.pipeline.backends.floors import oracle_truth
@@ -66,9 +66,6 @@ from kebab_mlflow.tracking.traces import (
     write_traces,
 )
 from kebab_mlflow.vocabulary import RunStatus
-
-MANIFEST = "manifest.json"
-
 
 DEFAULT_CORPUS = "fixtures/kb"
 
@@ -255,46 +252,14 @@ def _import_store_meanwhile(tracking_uri: str | None) -> threading.Thread:
 
 @contextlib.contextmanager
 def run_guard(tracker: Any, start: Callable[[], str]) -> Iterator[tuple[str, Path]]:
-    """(run id, work folder) of a run started by ``start``, guarded from its creation to its
-    end: a signal (Ctrl-C, SIGTERM) at any moment ends it KILLED, an error FAILED, and its work
-    folder is removed — or kept for ``kebab-mlflow upload`` once the manifest is written. A
-    signal during the creation or the cleanup is held until it is done (a run created whole,
-    ended whole)."""
-    with sigterm_as_interrupt():
-        with signals_deferred() as held:
-            run_id = start()
-        workdir = cache_root() / "work" / run_id
-        try:
-            workdir.mkdir(parents=True, exist_ok=True)
-            if held.caught:
-                raise KeyboardInterrupt
-            yield run_id, workdir
-        except BaseException as exc:
-            with signals_deferred():
-                replacement = _end_after(tracker, run_id, workdir, exc)
-            if replacement is None:
-                raise
-            raise replacement from None
-
-
-def _end_after(tracker: Any, run_id: str, workdir: Path,
-               exc: BaseException) -> BaseException | None:
-    """End the run after ``exc`` and deal with its work folder; the error to raise instead
-    (None: ``exc`` itself)."""
-    if not isinstance(exc, KeyboardInterrupt):
-        if workdir.exists():  # not kept for recovery (that error already says where)
-            if not isinstance(exc, RunInterrupted):
-                tracker.end_run_quietly(run_id, RunStatus.FAILED)
-            shutil.rmtree(workdir, ignore_errors=True)
-        return None
-    if not tracker.end_run_quietly(run_id, RunStatus.KILLED):
-        shutil.rmtree(workdir, ignore_errors=True)
-        return RunInterrupted(f"interrupted after run {run_id} had FINISHED")
-    if (workdir / MANIFEST).exists():
-        return RunInterrupted(f"interrupted while publishing: run {run_id} ended as KILLED; "
-                              f"results kept in {keep_for_recovery(workdir)}")
-    shutil.rmtree(workdir, ignore_errors=True)
-    return RunInterrupted(f"interrupted: run {run_id} ended as KILLED")
+    """(run id, work folder) of a run started by ``start``, through the one run lifecycle
+    (:mod:`kebab_mlflow.app.lifecycle`): a signal at any moment ends it KILLED, an error
+    FAILED, and its work folder is removed — or kept for ``kebab-mlflow upload`` once the
+    manifest is written."""
+    with run_lifecycle(tracker, start, Lifecycle(what="run",
+                                                 workdir_root=cache_root() / "work")) as live:
+        assert live.workdir is not None
+        yield live.run_id, live.workdir
 
 
 def _params_before_results(prepared: Prepared, options: RunOptions) -> dict[str, Any]:
@@ -410,31 +375,42 @@ def write_outputs(workdir: Path, title: str, params: Mapping[str, Any],
 def publish(tracker: Any, workdir: Path) -> None:
     """Log dataset, model, metrics, artifacts, tables, traces and final tags from a work
     folder, then finish the run. The dataset and the model come first so that the metrics can
-    name them; the headline metrics are the first (by default the only) metrics logged."""
+    name them; the headline metrics are the first (by default the only) metrics logged.
+
+    Every step first looks at what the run holds already, so publishing again (``upload``
+    of a folder kept after a failure at any step) finishes the same run exactly once: one
+    dataset link, one model link, one point per metric, each artifact whole, FINISHED once."""
     manifest = read_manifest(workdir)
     run_id = manifest["run_id"]
     ds = manifest["dataset"]
     tracker.log_golden_dataset(run_id, ds["name"], ds["digest"], ds["tags"],
                                ds.get("schema"), ds.get("profile"))
+    checkpoint("dataset-logged")
     model_id = _model_of(tracker, manifest)
-    tracker.log_batch(run_id, metrics=manifest["metrics"],
-                      tags={**manifest["tags"], "mlflow.note.content": manifest["description"]},
-                      model_id=model_id, dataset=(ds["name"], ds["digest"][:36]))
     if model_id:
         tracker.log_model_output(run_id, model_id)
+    checkpoint("model-linked")
+    tracker.log_new_metrics(run_id, manifest["metrics"],
+                            tags={**manifest["tags"],
+                                  "mlflow.note.content": manifest["description"]},
+                            model_id=model_id, dataset=(ds["name"], ds["digest"][:36]))
     checkpoint("metrics-logged")
     for f in sorted(workdir.iterdir()):
         if f.name not in (MANIFEST, TRACES) and f.is_file():
-            tracker.log_artifact(run_id, f)
+            tracker.log_artifact(run_id, f)  # the same path again: the file is replaced whole
     checkpoint("artifacts-logged")
     aggregate = Aggregate.from_json((workdir / "aggregate.json").read_bytes())
     tracker.log_table(run_id, breakdown_table(aggregate), BREAKDOWN_TABLE)
+    checkpoint("table-logged")
     if manifest.get("traces") and (workdir / TRACES).is_file():
         tracker.log_traces(manifest["experiment_id"], run_id, read_traces(workdir / TRACES),
                            model_id)
+    checkpoint("traces-logged")
     tracker.set_runs_view(manifest["experiment_id"], [names.metric_key(n)
                                                       for n in headline(aggregate.overall)])
-    tracker.end_run(run_id, RunStatus.FINISHED)
+    checkpoint("view-set")
+    if tracker.run_status(run_id) != RunStatus.FINISHED:
+        tracker.end_run(run_id, RunStatus.FINISHED)
 
 
 def _model_of(tracker: Any, manifest: Mapping[str, Any]) -> str | None:
@@ -507,15 +483,5 @@ def _manifest_problems(data: Any) -> list[str]:
         out += [why for why in (names.length_problem("the dataset name", ds["name"],
                                                      names.MAX_DATASET_NAME),) if why]
     return out
-
-
-def keep_for_recovery(workdir: Path) -> Path:
-    target = Path("kebab-recovery") / workdir.name
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if target.exists():
-        shutil.rmtree(target)
-    shutil.move(str(workdir), target)
-    return target.resolve()
-
 
 

@@ -36,11 +36,10 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import math
-import signal
 import tempfile
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, CancelledError, wait
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +49,7 @@ import numpy as np
 
 from kebab_mlflow import progress
 from kebab_mlflow import vocabulary as vocab
+from kebab_mlflow.app.lifecycle import Lifecycle, end_running_children, run_lifecycle
 from kebab_mlflow.errors import InputError, RunInterrupted
 from kebab_mlflow.formatting import number
 from kebab_mlflow.interrupts import (
@@ -89,7 +89,7 @@ def absolute_uri(uri: str) -> str:
 
 def row_options(spec: SweepSpec, row: SweepRow, experiment: str, uri: str,
                 parent_run_id: str):
-    from kebab_mlflow.tracking.log import RunOptions
+    from kebab_mlflow.app.run import RunOptions
 
     return RunOptions(golden=str(Path(spec.golden).resolve()),
                       corpus=str(Path(spec.corpus).resolve()), preset=row.preset, k=row.k,
@@ -104,7 +104,7 @@ def row_options(spec: SweepSpec, row: SweepRow, experiment: str, uri: str,
 def execute_row(options: Any, metrics: tuple[str, ...]) -> dict[str, Any]:
     """Run one row (in this process or a worker). Errors come back as text; an interrupt
     propagates."""
-    from kebab_mlflow.tracking.log import execute
+    from kebab_mlflow.app.run import execute
 
     t0 = time.perf_counter()
     try:
@@ -112,9 +112,9 @@ def execute_row(options: Any, metrics: tuple[str, ...]) -> dict[str, Any]:
         with sigterm_as_interrupt():
             result = execute(options)
     except (RunInterrupted, KeyboardInterrupt):
-        # an interrupt outside `execute`'s own handling (before its query loop or while it
-        # publishes) would leave the row's run RUNNING: end it here, where it is known
-        with _signals_held():
+        # an interrupt outside `execute`'s own lifecycle (before its run exists, or after it
+        # ended) may leave the row's run RUNNING: end it here, where it is known
+        with signals_deferred():
             _end_row_runs(options)
         raise RunInterrupted(f"interrupted: row {options.run_name} ended as KILLED") from None
     except Exception as exc:  # noqa: BLE001 - a failed row is recorded, the sweep goes on
@@ -131,12 +131,8 @@ def _end_row_runs(options: Any) -> None:
     from kebab_mlflow.tracking.store import Tracker
 
     with contextlib.suppress(Exception):
-        tracker = Tracker(options.tracking_uri)
-        experiment_id = tracker.experiment_id(options.experiment, create=False)
-        for run in tracker.find_runs([experiment_id], status=RunStatus.RUNNING,
-                                     tags={"mlflow.parentRunId": options.parent_run_id,
-                                           ROW_TAG: options.run_name}):
-            tracker.end_run(run.run_id, RunStatus.KILLED)
+        end_running_children(Tracker(options.tracking_uri), options.parent_run_id,
+                             RunStatus.KILLED, where={ROW_TAG: options.run_name})
 
 
 def _aligned(spec: SweepSpec, query_ids: Sequence[str],
@@ -203,55 +199,52 @@ def run_sweep(spec: SweepSpec, *, experiment: str | None = None,
     live = _Live()
     with sigterm_as_interrupt():
         try:
-            done = _open_parent(live, spec, experiment, tracking_uri, resume, on_event)
-            pending = [r for r in spec.rows if r.name not in done]
+            _open_store(live, spec, experiment, tracking_uri, resume)
+        except KeyboardInterrupt:
+            raise RunInterrupted("interrupted before the sweep started") from None
+        reused: dict[str, RowOutcome] = {}
+
+        def start() -> str:
+            parent_id, done = _start_parent(live, spec, resume, on_event)
+            reused.update(done)
+            return parent_id
+
+        lifecycle = Lifecycle(what="sweep", end_children=True, on_stop=runner.cancel,
+                              resume_hint=lambda parent_id: (
+                                  f"; finish it with `kebab-mlflow sweep {spec.path} "
+                                  f"--resume {parent_id}`"))
+        with run_lifecycle(live.tracker, start, lifecycle) as parent:
+            live.parent_id = parent.run_id
+            if not resume:
+                live.tracker.log_batch(live.parent_id, params=_parent_params(spec))
+                checkpoint("sweep-parent-logged")
+                on_event(f"sweep {spec.name}: parent run {live.parent_id}")
+            pending = [r for r in spec.rows if r.name not in reused]
             outcomes = _run_pending(spec, pending, live, runner, on_event)
-            return _finish(spec, live, {**done, **outcomes}, time.perf_counter() - t0)
-        except (KeyboardInterrupt, RunInterrupted):
-            with _signals_held():
-                killed = _end_interrupted(live, runner)
-            if live.parent_id is None:
-                raise RunInterrupted("interrupted before the sweep started") from None
-            if not killed:  # a signal just after the parent ended: it stays as it is
-                raise RunInterrupted(f"interrupted after sweep {live.parent_id} had "
-                                     "FINISHED") from None
-            raise RunInterrupted(f"interrupted: sweep {live.parent_id} ended as KILLED; finish "
-                                 f"it with `kebab-mlflow sweep {spec.path} --resume "
-                                 f"{live.parent_id}`") from None
-        except BaseException:
-            with _signals_held():
-                runner.cancel()
-                if live.parent_id is not None:
-                    live.tracker.end_run_quietly(live.parent_id, RunStatus.FAILED)
-            raise
+            return _finish(spec, live, {**reused, **outcomes}, time.perf_counter() - t0)
 
 
-def _open_parent(live: _Live, spec: SweepSpec, experiment: str | None,
-                 tracking_uri: str | None, resume: str | None,
-                 on_event: Callable[[str], None]) -> dict[str, RowOutcome]:
-    """Open the store, then start the parent run or take up the one resumed; the reused rows."""
+def _open_store(live: _Live, spec: SweepSpec, experiment: str | None,
+                tracking_uri: str | None, resume: str | None) -> None:
+    """Open the store and the experiment, before any run exists."""
     from kebab_mlflow.tracking.store import DEFAULT_EXPERIMENT, Tracker
 
-    experiment = experiment or spec.experiment or DEFAULT_EXPERIMENT
+    live.experiment = experiment or spec.experiment or DEFAULT_EXPERIMENT
     live.tracker = Tracker(tracking_uri)
-    live.experiment_id = live.tracker.experiment_id(experiment)
-    live.experiment = experiment
+    live.experiment_id = live.tracker.experiment_id(live.experiment)
+    if not resume:
+        checkpoint("sweep-store-opened")
+
+
+def _start_parent(live: _Live, spec: SweepSpec, resume: str | None,
+                  on_event: Callable[[str], None]) -> tuple[str, dict[str, RowOutcome]]:
+    """Start the parent run, or take up the one resumed: (its id, the reused rows). Called
+    by the lifecycle with signals held: a signal here is raised once the id is known."""
     if resume:
-        live.parent_id, done = _resume_state(live.tracker, spec, experiment, resume)
-        on_event(f"resuming sweep {live.parent_id}: {len(done)} finished row(s) reused")
-        return done
-    checkpoint("sweep-store-opened")
-    # a signal while the parent is created is held until its id is known (else it stays
-    # RUNNING, unknown to the clean-up), then raised
-    with signals_deferred() as held:
-        live.parent_id = live.tracker.start_run(live.experiment_id, spec.name,
-                                                _parent_tags(spec))
-    if held.caught:
-        raise KeyboardInterrupt
-    live.tracker.log_batch(live.parent_id, params=_parent_params(spec))
-    checkpoint("sweep-parent-logged")
-    on_event(f"sweep {spec.name}: parent run {live.parent_id}")
-    return {}
+        parent_id, done = _resume_state(live.tracker, spec, live.experiment, resume)
+        on_event(f"resuming sweep {parent_id}: {len(done)} finished row(s) reused")
+        return parent_id, done
+    return live.tracker.start_run(live.experiment_id, spec.name, _parent_tags(spec)), {}
 
 
 def _run_pending(spec: SweepSpec, pending: Sequence[SweepRow], live: _Live, runner: Any,
@@ -267,8 +260,8 @@ def _run_pending(spec: SweepSpec, pending: Sequence[SweepRow], live: _Live, runn
     runner.close()
     # a row Dask retried after its worker died left that attempt's child RUNNING
     kept = {o.run_id for o in outcomes.values()}
-    _end_running_children(live.tracker, live.parent_id, RunStatus.FAILED, keep=kept,
-                          tags={LOST_TAG: "its worker died; the row was retried or failed"})
+    end_running_children(live.tracker, live.parent_id, RunStatus.FAILED, keep=frozenset(kept),
+                         tags={LOST_TAG: "its worker died; the row was retried or failed"})
     return outcomes
 
 
@@ -325,31 +318,6 @@ def _finish(spec: SweepSpec, live: _Live, rows_done: Mapping[str, RowOutcome],
     return result
 
 
-def _end_interrupted(live: _Live, runner: Any) -> bool:
-    """Stop the rows, end the parent and its running children KILLED; False when the parent
-    had FINISHED already (it stays FINISHED)."""
-    runner.cancel()
-    if live.parent_id is None:
-        return True
-    killed = live.tracker.end_run_quietly(live.parent_id, RunStatus.KILLED)
-    _end_running_children(live.tracker, live.parent_id, RunStatus.KILLED)
-    return killed
-
-
-@contextlib.contextmanager
-def _signals_held() -> Iterator[None]:
-    """SIGINT and SIGTERM ignored inside (the clean-up after an interrupt runs to its end)."""
-    try:
-        saved = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
-    except ValueError:  # not the main thread: nothing to hold
-        saved = {}
-    try:
-        yield
-    finally:
-        for s, handler in saved.items():
-            signal.signal(s, handler)
-
-
 BACKEND_COST = {"random": 3, "dense": 2, "hybrid": 2, "lexical": 1, "oracle": 0}
 
 
@@ -359,27 +327,6 @@ def _cost(row: SweepRow) -> int:
     from kebab_mlflow.config import build_config
 
     return BACKEND_COST.get(build_config(row.preset, dict(row.overrides))["backend"], 1)
-
-
-def _end_running_children(tracker: Any, parent_id: str, status: str,
-                          keep: set | frozenset = frozenset(),
-                          tags: Mapping[str, str] | None = None) -> list[str]:
-    """End the parent's children still RUNNING (but those in ``keep``): a row interrupted
-    outside its query loop, or whose worker died. Best effort on the way out."""
-    ended = []
-    try:
-        parent = tracker.get_run(parent_id)
-        for child in tracker.find_runs([parent.experiment_id], status=RunStatus.RUNNING,
-                                       tags={"mlflow.parentRunId": parent_id}):
-            if child.run_id in keep:
-                continue
-            if tags:
-                tracker.set_tags(child.run_id, tags)
-            tracker.end_run(child.run_id, status)
-            ended.append(child.run_id)
-    except Exception:  # noqa: BLE001 - the store may be what failed
-        pass
-    return ended
 
 
 def _parent_tags(spec: SweepSpec) -> dict[str, str]:
@@ -411,7 +358,7 @@ def _resume_state(tracker: Any, spec: SweepSpec, experiment: str, ref: str
 
     parent = resolve_run(tracker, experiment, ref)
     _check_resumable(parent, spec, ref)
-    stale = _end_running_children(tracker, parent.run_id, RunStatus.KILLED)
+    stale = end_running_children(tracker, parent.run_id, RunStatus.KILLED)
     if stale:
         progress.warn(f"--resume: {len(stale)} child run(s) left RUNNING by an earlier "
                       f"sweep process ended KILLED: {', '.join(stale)}")

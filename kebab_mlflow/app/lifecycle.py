@@ -1,0 +1,137 @@
+"""One run lifecycle for every use case: ``run`` and ``log_run``, a sweep's parent and rows, a
+tune's parent and trials.
+
+:func:`run_lifecycle` creates the run with signals held (a Ctrl-C there would lose its id and
+leave it RUNNING for good), turns SIGTERM into an interrupt while the use case works (its
+checkpoints act on a signal a callback swallowed, :mod:`kebab_mlflow.interrupts`), and ends it
+whatever happens, again with signals held: KILLED after an interrupt, FAILED after an error —
+with the parent's children still RUNNING ended the same way — keeping the work folder for
+``kebab-mlflow upload`` once its manifest is written. A run the use case already ended
+FINISHED stays FINISHED. The use case ends its run FINISHED itself, when it has published.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kebab_mlflow.errors import RunInterrupted
+from kebab_mlflow.interrupts import signals_deferred, sigterm_as_interrupt
+from kebab_mlflow.vocabulary import RunStatus
+
+MANIFEST = "manifest.json"  # a work folder holding one is complete: `upload` publishes it
+
+
+@dataclass(frozen=True, kw_only=True)
+class LiveRun:
+    """A run inside its lifecycle: its id and its work folder (None: the use case has none)."""
+
+    run_id: str
+    workdir: Path | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Lifecycle:
+    """What a use case's run is and how it ends beyond the run itself."""
+
+    what: str  # "run", "sweep", "tune": how messages name it
+    workdir_root: Path | None = None  # a work folder <root>/<run id> is made when set
+    end_children: bool = False  # a parent: its children still RUNNING end with it
+    on_stop: Callable[[], None] = lambda: None  # before it ends: e.g. stop a sweep's rows
+    resume_hint: Callable[[str], str] = lambda run_id: ""  # "; finish it with ..."
+
+
+@contextlib.contextmanager
+def run_lifecycle(tracker: Any, start: Callable[[], str],
+                  lifecycle: Lifecycle) -> Iterator[LiveRun]:
+    """The run ``start`` creates, from its creation to its end (module docstring)."""
+    with sigterm_as_interrupt():
+        with signals_deferred() as held:
+            run_id = start()
+        workdir = lifecycle.workdir_root / run_id if lifecycle.workdir_root else None
+        try:
+            if workdir is not None:
+                workdir.mkdir(parents=True, exist_ok=True)
+            if held.caught:
+                raise KeyboardInterrupt
+            yield LiveRun(run_id=run_id, workdir=workdir)
+        except BaseException as exc:
+            with signals_deferred():  # a second Ctrl-C must not cut the clean-up short
+                replacement = _end_after(tracker, run_id, workdir, exc, lifecycle)
+            if replacement is None:
+                raise
+            raise replacement from None
+
+
+def _end_after(tracker: Any, run_id: str, workdir: Path | None, exc: BaseException,
+               lifecycle: Lifecycle) -> BaseException | None:
+    """End the run after ``exc`` and deal with its work folder; the error to raise instead
+    (None: ``exc`` itself)."""
+    with contextlib.suppress(Exception):  # best effort: the store may be what failed
+        lifecycle.on_stop()
+    signalled = isinstance(exc, KeyboardInterrupt) or (
+        isinstance(exc, RunInterrupted) and lifecycle.end_children)  # a row's, a trial's
+    if not signalled:
+        if isinstance(exc, RunInterrupted):  # raised by a lifecycle inside: handled there
+            _remove(workdir)
+            return None
+        if lifecycle.end_children:
+            end_running_children(tracker, run_id, RunStatus.FAILED)
+        if workdir is None or workdir.exists():  # else kept for recovery: its error says so
+            tracker.end_run_quietly(run_id, RunStatus.FAILED)
+            _remove(workdir)
+        return None
+    if lifecycle.end_children:
+        end_running_children(tracker, run_id, RunStatus.KILLED)
+    if not tracker.end_run_quietly(run_id, RunStatus.KILLED):
+        _remove(workdir)
+        return RunInterrupted(f"interrupted after {lifecycle.what} {run_id} had FINISHED")
+    if workdir is not None and (workdir / MANIFEST).exists():
+        return RunInterrupted(f"interrupted while publishing: {lifecycle.what} {run_id} ended "
+                              f"as KILLED; results kept in {keep_for_recovery(workdir)}")
+    _remove(workdir)
+    return RunInterrupted(f"interrupted: {lifecycle.what} {run_id} ended as KILLED"
+                          f"{lifecycle.resume_hint(run_id)}")
+
+
+def _remove(workdir: Path | None) -> None:
+    if workdir is not None:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def keep_for_recovery(workdir: Path) -> Path:
+    """Move a work folder to ./kebab-recovery/<run id> (for ``upload``); its new path."""
+    target = Path("kebab-recovery") / workdir.name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if target.exists():
+        shutil.rmtree(target)
+    shutil.move(str(workdir), target)
+    return target.resolve()
+
+
+def end_running_children(tracker: Any, parent_id: str, status: str, *,
+                         keep: frozenset[str] = frozenset(),
+                         tags: Mapping[str, str] | None = None,
+                         where: Mapping[str, str] | None = None) -> list[str]:
+    """End the parent's children still RUNNING (but those in ``keep``; only those whose tags
+    match ``where``), tagging them with ``tags`` first: a row or trial interrupted outside its
+    own lifecycle, or whose worker died. Best effort on the way out; the ids ended."""
+    ended: list[str] = []
+    try:
+        parent = tracker.get_run(parent_id)
+        for child in tracker.find_runs([parent.experiment_id], status=RunStatus.RUNNING,
+                                       tags={"mlflow.parentRunId": parent_id,
+                                             **dict(where or {})}):
+            if child.run_id in keep:
+                continue
+            if tags:
+                tracker.set_tags(child.run_id, tags)
+            tracker.end_run(child.run_id, status)
+            ended.append(child.run_id)
+    except Exception:  # noqa: BLE001 - the store may be what failed
+        pass
+    return ended
