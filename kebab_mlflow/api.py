@@ -12,11 +12,11 @@ from typing import Any
 
 from kebab_mlflow.comparison.records import CompareOptions, Comparison, RunSide
 from kebab_mlflow.evaluation.evaluate import EvalResult, evaluate, reference_pipeline
-from kebab_mlflow.golden import load_golden_set
+from kebab_mlflow.golden import GoldenSet, load_golden_set
 from kebab_mlflow.tracking.log import log_run, run_tags
 
 __all__ = ["compare", "evaluate", "load_golden_set", "log_run", "reference_pipeline",
-           "run_sweep", "tune"]
+           "rescore", "run_sweep", "tune"]
 
 
 def compare(baseline: EvalResult | str, candidate: EvalResult | str, *,
@@ -51,6 +51,27 @@ def side_of_result(result: EvalResult, name: str) -> RunSide:
     params = {k: str(v) for k, v in result.params().items()}
     return RunSide(f"in-memory:{name}", name, "FINISHED", params, dict(tags), result.rows(),
                    result.per_query_sha256)
+
+
+def rescore(run: EvalResult | str, golden: GoldenSet | str | Path, *, intersect: bool = False,
+            experiment: str = "kebab-eval", tracking_uri: str | None = None,
+            run_name: str | None = None) -> Any:
+    """Score a run's recorded hits and answers against another golden version, calling no
+    pipeline. An :class:`EvalResult` is rescored in memory (an EvalResult back); a run
+    reference is read from the tracking store and the derived run logged there (its
+    :class:`~kebab_mlflow.tracking.rescore.LoggedRescore`). ``intersect``: score the shared
+    queries when ``golden`` has queries the run never saw (else an InputError listing them)."""
+    from kebab_mlflow.evaluation.rescore import rescore as rescore_recorded
+    from kebab_mlflow.evaluation.rescore import run_of_result
+
+    golden = golden if isinstance(golden, GoldenSet) else load_golden_set(golden)
+    if isinstance(run, EvalResult):
+        return rescore_recorded(run_of_result(run), golden, intersect=intersect).result
+    from kebab_mlflow.tracking.rescore import rescore_run
+    from kebab_mlflow.tracking.store import Tracker
+
+    return rescore_run(Tracker(tracking_uri), experiment, run, golden, intersect=intersect,
+                       run_name=run_name)
 
 
 def run_sweep(path: str | Path, *, experiment: str | None = None,

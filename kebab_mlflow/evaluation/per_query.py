@@ -94,6 +94,7 @@ class PerQueryRow:
     latency_ms: float
     error: str | None
     first_relevant_rank: dict | None = None  # level -> rank, 0 = miss, None = no truth
+    truncated_hits: int = 0  # hits past k the pipeline returned (dropped); rescore replays it
 
 
 def read_per_query(path: Path) -> Iterator[PerQueryRow]:
@@ -149,7 +150,10 @@ def _row(raw: bytes, where: str) -> PerQueryRow:
             for v in first.values())):
         problems.append(Problem("'first_relevant_rank' must map levels to ranks >= 0 or null",
                                 where))
+    truncated = rec.get("truncated_hits", 0)
+    if not isinstance(truncated, int) or isinstance(truncated, bool) or truncated < 0:
+        problems.append(Problem("'truncated_hits' must be an integer >= 0", where))
     if problems:
         raise PerQueryError("unreadable per_query.jsonl", problems)
     return PerQueryRow(rec["id"], query, tuple(hits), answer, scores, float(latency), error,
-                       first)
+                       first, truncated)

@@ -154,7 +154,9 @@ def _batch_by_hits(pipeline: Any, golden: GoldenSet, batch: Sequence[GoldenQuery
     """Search (and answer) one batch, score it and write its lines: (scores, answers,
     latencies, pipeline seconds, metrics seconds)."""
     t0 = time.perf_counter()
-    if hasattr(pipeline, "run_many"):  # targets that search and answer in one call
+    if hasattr(pipeline, "replay"):  # a recorded run's results (evaluation/rescore.py)
+        results = pipeline.replay(batch, depth)
+    elif hasattr(pipeline, "run_many"):  # targets that search and answer in one call
         results = _run_many(pipeline, batch, depth)
     else:
         results = [_answer(pipeline, q, *searched, depth)

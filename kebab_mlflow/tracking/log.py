@@ -164,7 +164,10 @@ def _check_primary_metric(golden: GoldenSet) -> None:
 def run_tags(golden: GoldenSet, source: PipelineSource,
              extra: Mapping[str, str] | None = None) -> dict[str, str]:
     primary = {"kebab.primary_metric": golden.primary_metric} if golden.primary_metric else {}
-    return {**provenance_tags("eval"), "kebab.golden_sha256": golden.digest,
+    # where the golden version was read: rescore and compare name it (never a private set's)
+    path = {} if golden.private or not golden.path else {
+        "kebab.golden_path": names.fit(golden.path, names.MAX_INPUT_TAG_VALUE)}
+    return {**provenance_tags("eval"), "kebab.golden_sha256": golden.digest, **path,
             "kebab.config_sha256": source.config_digest(), "kebab.preset": source.preset,
             "kebab.private": str(golden.private).lower(), **primary, **dict(extra or {})}
 
