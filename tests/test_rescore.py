@@ -170,7 +170,9 @@ def test_scifact_rescore_matches_fresh_runs(tmp_path):
     top = {r.id: r.hits[0]["doc_id"] for r in result.rows() if r.hits}
     for q in data["queries"][:100]:
         if q["id"] in top:
-            q["expected_doc_ids"] = {**q["expected_doc_ids"], top[q["id"]]: 1}
+            truth = q["expected_doc_ids"]
+            truth = truth if isinstance(truth, dict) else dict.fromkeys(truth, 1)
+            q["expected_doc_ids"] = {top[q["id"]]: 1, **truth}
     edited = tmp_path / "edited.yaml"
     edited.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
     fresh, again = evaluate(pipeline, edited), rescore(result, edited)
