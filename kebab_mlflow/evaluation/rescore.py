@@ -153,9 +153,9 @@ def _check_private_answers(run: RecordedRun, golden: GoldenSet) -> None:
     scored again, so a query that asks and checks its answer is refused, not scored 0."""
     if run.tags.get("kebab.private") != "true":
         return
-    rows = {row.id: row for row in run.rows}
+    answers = {row.id: row.answer for row in run.rows}
     blind = tuple(q.id for q in golden.queries if q.ask and (q.must_contain or q.forbidden)
-                  and rows[q.id].answer is not None and rows[q.id].answer.get("text") is None)
+                  and (answer := answers[q.id]) is not None and answer.get("text") is None)
     if blind:
         raise InputError("cannot rescore answer checks of a private run", [Problem(
             f"run {run.run_id} recorded no answer text (private set) for {len(blind)} "
