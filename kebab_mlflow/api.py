@@ -21,16 +21,25 @@ __all__ = ["compare", "evaluate", "load_golden_set", "log_run", "reference_pipel
 
 def compare(baseline: EvalResult | str, candidate: EvalResult | str, *,
             options: CompareOptions | None = None, experiment: str = "kebab-eval",
-            tracking_uri: str | None = None, **option_values: Any) -> Comparison:
+            tracking_uri: str | None = None, rescore: bool = False,
+            golden: str | Path | None = None, **option_values: Any) -> Comparison:
     """Compare two evaluations: each an :class:`EvalResult` (in memory) or a run reference
     (id, name, ``@baseline``, ``@latest``) read from the tracking store. ``option_values``
     are :class:`CompareOptions` fields (``primary="ndcg_at_10_doc"``,
-    ``gates=("recall_at_100_doc",)``, ``seed=1``, ...)."""
+    ``gates=("recall_at_100_doc",)``, ``seed=1``, ...). ``rescore``: runs of different golden
+    versions compare with the baseline rescored in memory under the candidate's golden set
+    (``golden``: its file, default the path the candidate recorded)."""
     from kebab_mlflow.comparison.verdict import compare_runs
 
     options = options or CompareOptions(**option_values)
     sides = [_side(side, role, experiment, tracking_uri)
              for side, role in ((baseline, "baseline"), (candidate, "candidate"))]
+    if rescore:
+        from kebab_mlflow.comparison.rescoring import with_rescored_baseline
+
+        if isinstance(candidate, EvalResult) and golden is None:
+            golden = candidate.golden.path
+        sides[0] = with_rescored_baseline(sides[0], sides[1], golden)
     return compare_runs(sides[0], sides[1], options)
 
 

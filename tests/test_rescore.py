@@ -178,3 +178,45 @@ def test_scifact_rescore_matches_fresh_runs(tmp_path):
     fresh, again = evaluate(pipeline, edited), rescore(result, edited)
     assert_same_scores(again, fresh)
     assert again.overall != result.overall
+
+
+# ---------------------------------------------------------------------------------------------
+# compare across golden versions (item 2)
+
+
+def test_compare_across_golden_versions_refuses_naming_digests_and_rescore(store_uri, tmp_path):
+    edited = edited_golden(tmp_path / "edited.yaml", regrade="g001")
+    src = execute(RunOptions(golden=str(GOLDEN), corpus=str(KB), tracking_uri=store_uri,
+                             run_name="src"))
+    execute(RunOptions(golden=str(edited), corpus=str(KB), tracking_uri=store_uri,
+                       overrides={"bm25.k1": 0.6}, run_name="new"))
+    res = runner.invoke(app, ["compare", "src", "new", "--no-log", "--tracking-uri", store_uri])
+    assert res.exit_code == 2
+    text = " ".join(res.output.split())
+    assert load_golden_set(GOLDEN).digest[:12] in text
+    assert load_golden_set(edited).digest[:12] in text
+    assert f"kebab-mlflow rescore {src.run_id} --golden {edited}" in text
+    assert "compare --rescore" in text
+
+
+def test_compare_rescore_equals_comparing_the_derived_run(store_uri, tmp_path):
+    edited = edited_golden(tmp_path / "edited.yaml", regrade="g001", drop=("g007",))
+    execute(RunOptions(golden=str(GOLDEN), corpus=str(KB), tracking_uri=store_uri,
+                       run_name="src"))
+    execute(RunOptions(golden=str(edited), corpus=str(KB), tracking_uri=store_uri,
+                       overrides={"bm25.k1": 0.6}, run_name="new"))
+    before = len(mlflow_client(store_uri).search_runs(["0", "1"]))
+    res = runner.invoke(app, ["compare", "src", "new", "--rescore", "--no-log", "--format",
+                              "json", "--tracking-uri", store_uri])
+    assert res.exit_code in (0, 1), res.output
+    in_memory = json.loads(res.stdout)
+    assert len(mlflow_client(store_uri).search_runs(["0", "1"])) == before  # nothing logged
+    res = runner.invoke(app, ["rescore", "src", "--golden", str(edited), "--run-name", "derived",
+                              "--tracking-uri", store_uri])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(app, ["compare", "derived", "new", "--no-log", "--format", "json",
+                              "--tracking-uri", store_uri])
+    logged = json.loads(res.stdout)
+    assert in_memory["verdict"] == logged["verdict"]
+    assert in_memory["metrics"] == logged["metrics"] and in_memory["n"] == logged["n"]
+    assert in_memory["baseline"]["golden_sha256"] == load_golden_set(edited).digest

@@ -51,6 +51,12 @@ def compare(
         help="refuse (exit 2) doc-level fallback, commit skew and dirty trees")] = False,
     allow_golden_mismatch: Annotated[bool, typer.Option(
         help="compare the shared query ids of different golden sets")] = False,
+    rescore: Annotated[bool, typer.Option(
+        "--rescore", help="runs of different golden versions: rescore the baseline in memory "
+        "under the candidate's golden set (nothing logged for the baseline)")] = False,
+    golden: Annotated[Path | None, typer.Option(
+        help="with --rescore: the candidate's golden-set file (default: the path its run "
+        "recorded)")] = None,
     fmt: Annotated[Format, typer.Option("--format", help="output format")] = Format.table,
     out_file: Annotated[Path | None, typer.Option(
         "--out", help="write the output to FILE instead of stdout")] = None,
@@ -79,6 +85,10 @@ def compare(
                                  max_regressions=max_regressions)
     tracker = Tracker(tracking_uri)
     base_side, cand_side = cmp.load_pair(tracker, experiment, baseline, candidate)
+    if rescore:
+        from kebab_mlflow.comparison.rescoring import with_rescored_baseline
+
+        base_side = with_rescored_baseline(base_side, cand_side, golden)
     result = cmp.compare_runs(base_side, cand_side, options)
     _emit(_render(result, fmt, wide, to_file=out_file is not None), out_file)
     _step_summary(result)

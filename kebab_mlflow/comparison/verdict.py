@@ -107,8 +107,17 @@ def _golden_check(baseline: RunSide, candidate: RunSide, options: CompareOptions
     if options.allow_golden_mismatch:
         warnings.append(f"{what}: comparing the shared query ids only")
     else:
-        problems.append(Problem(f"{what}; pass --allow-golden-mismatch to compare the "
-                                "shared query ids", "golden set"))
+        problems.append(Problem(f"{what}; {_golden_advice(baseline, candidate)}", "golden set"))
+
+
+def _golden_advice(baseline: RunSide, candidate: RunSide) -> str:
+    """How to compare two runs of different golden versions: rescore the baseline under the
+    candidate's version (issue 30), or compare the shared ids as they were scored."""
+    path = candidate.tags.get("kebab.golden_path") or "CANDIDATE_GOLDEN.yaml"
+    return (f"rescore the baseline under the candidate's golden version: `kebab-mlflow compare "
+            f"--rescore` (in memory) or `kebab-mlflow rescore {baseline.run_id} --golden "
+            f"{path}` (a derived run); `kebab-mlflow golden diff` shows what changed; "
+            "--allow-golden-mismatch compares the shared query ids as they were scored")
 
 
 def _chunk_ids_comparable(baseline: RunSide, candidate: RunSide, options: CompareOptions,
