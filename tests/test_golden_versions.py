@@ -6,12 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from kebab_mlflow.cli import app
 from kebab_mlflow.golden import load_golden_set
 from kebab_mlflow.golden_versions.diff import Aspect, diff_golden
-from tests.conftest import write
+from tests.conftest import GOLDEN, KB, mlflow_client, runs_in, write
 
 runner = CliRunner()
 
@@ -91,3 +92,138 @@ def test_diff_of_a_private_set_shows_no_text(tmp_path):
     assert data["changed"][0]["aspects"] == {"text": "changed"}
     assert data["changed"][1]["aspects"] == {"answer": "must_contain"}
     assert data["a"]["path"] is None
+
+
+# ---------------------------------------------------------------------------------------------
+# judge + golden merge (item 4)
+
+
+def _graded(queue: Path, grade_of) -> Path:
+    """The queue with every item graded by ``grade_of(index)``."""
+    lines, index = [], 0
+    for line in queue.read_text().splitlines():
+        if line.strip() == "grade:":
+            line = f"{line} {grade_of(index)}"
+            index += 1
+        lines.append(line)
+    out = queue.with_name("graded.yaml")
+    out.write_text("\n".join(lines) + "\n")
+    return out
+
+
+def _two_runs(store_uri: str, golden: Path) -> None:
+    from kebab_mlflow.tracking.log import RunOptions, execute
+
+    for name, k1 in (("a", 1.2), ("b", 0.4)):
+        execute(RunOptions(golden=str(golden), corpus=str(KB), tracking_uri=store_uri,
+                           run_name=name, overrides={"bm25.k1": k1}))
+
+
+def test_judge_merge_rescore_equals_a_fresh_run_with_the_merged_set(store_uri, tmp_path):
+    from kebab_mlflow.tracking.log import RunOptions, execute
+
+    golden = tmp_path / "golden.yaml"
+    golden.write_text(GOLDEN.read_text())
+    _two_runs(store_uri, golden)
+    res = runner.invoke(app, ["judge", "a", "b", "--out", str(tmp_path / "q.yaml"),
+                              "--tracking-uri", store_uri])
+    assert res.exit_code == 0, res.output
+    queue = yaml.safe_load((tmp_path / "q.yaml").read_text())
+    pairs = [(i["query_id"], i["doc_id"]) for i in queue["items"]]
+    assert len(pairs) == len(set(pairs)) and all(i["grade"] is None for i in queue["items"])
+    judged = {(q.id, d) for q in load_golden_set(golden).queries for d in q.expected_doc_ids}
+    assert not judged & set(pairs) and all(i["rank"] <= 10 for i in queue["items"])
+    assert any(len(i["runs"]) == 2 for i in queue["items"])  # both runs retrieved it: one item
+    assert all(i["passage"] and i["query"] for i in queue["items"])
+    graded = _graded(tmp_path / "q.yaml", lambda i: i % 3)
+    merged = tmp_path / "merged.yaml"
+    res = runner.invoke(app, ["golden", "merge", str(golden), str(graded), "--out", str(merged)])
+    assert res.exit_code == 0, res.output
+    assert merged.read_text().startswith(GOLDEN.read_text().split("name:")[0])  # comments kept
+    res = runner.invoke(app, ["rescore", "a", "--golden", str(merged), "--json",
+                              "--tracking-uri", store_uri])
+    assert res.exit_code == 0, res.output
+    rescored = json.loads(res.stdout)["run_id"]
+    fresh = execute(RunOptions(golden=str(merged), corpus=str(KB), tracking_uri=store_uri,
+                               run_name="fresh", overrides={"bm25.k1": 1.2}))
+    client = mlflow_client(store_uri)
+    assert client.get_run(rescored).data.metrics == client.get_run(fresh.run_id).data.metrics
+    # every item of run a's top 10 is judged now: judged_at_10_doc is 1 wherever a hit exists
+    res = runner.invoke(app, ["judge", "a", "--golden", str(merged), "--no-log", "--out",
+                              str(tmp_path / "again.yaml"), "--tracking-uri", store_uri])
+    assert res.exit_code == 0 and yaml.safe_load((tmp_path / "again.yaml").read_text())[
+        "items"] == []
+
+
+def test_merge_conflict_names_both_lines_and_writes_nothing(tmp_path):
+    golden = _set(tmp_path, "g.yaml", BASE)
+    queue = write(tmp_path / "q.yaml", """\
+items:
+  - query_id: q1
+    doc_id: d1
+    grade: 0
+  - query_id: q2
+    doc_id: d7
+    grade: 2
+  - query_id: q9
+    doc_id: d7
+    grade: 1
+  - query_id: q2
+    doc_id: d8
+    grade: -1
+  - query_id: q2
+    doc_id: d9
+    grade:
+""")
+    before = golden.read_bytes()
+    res = runner.invoke(app, ["golden", "merge", str(golden), str(queue)])
+    assert res.exit_code == 2
+    text = " ".join(res.output.split())
+    assert f"{queue}:11" in text and "grade' must be an integer >= 0" in text
+    queue.write_text(queue.read_text().replace("grade: -1", "grade: 1"))
+    res = runner.invoke(app, ["golden", "merge", str(golden), str(queue)])
+    assert res.exit_code == 2
+    text = " ".join(res.output.split())
+    assert f"conflict: {golden}:3 grades d1 2 for q1, {queue}:2 grades it 0" in text
+    assert "query 'q9' is not in" in text
+    assert golden.read_bytes() == before
+
+
+def test_merge_adds_grades_in_the_files_own_form(tmp_path):
+    golden = _set(tmp_path, "g.yaml", "# curator's note\n" + BASE)
+    queue = write(tmp_path / "q.yaml", """\
+items:
+  - {query_id: q1, doc_id: d5, grade: 1}
+  - {query_id: q2, doc_id: d4, grade: 1}
+  - {query_id: q3, doc_id: d6, grade: 2}
+  - {query_id: q3, doc_id: d7}
+""")
+    res = runner.invoke(app, ["golden", "merge", str(golden), str(queue)])
+    assert res.exit_code == 0, res.output
+    assert "3 judgments added, 0 already there, 1 ungraded" in res.stdout
+    text = golden.read_text()
+    assert text.startswith("# curator's note\nname: g\n")
+    assert "expected_doc_ids: {d1: 2, d2: 1, d5: 1}" in text
+    assert "expected_doc_ids: [d3, d4]" in text
+    assert "expected_doc_ids: {d6: 2}" in text
+    assert load_golden_set(golden).queries[2].expected_doc_ids == {"d6": 2}
+
+
+def test_judge_on_a_private_set_writes_no_text_anywhere(store_uri, tmp_path):
+    data = yaml.safe_load(GOLDEN.read_text())
+    data["private"] = True
+    golden = tmp_path / "private.yaml"
+    golden.write_text(yaml.safe_dump(data, sort_keys=False))
+    _two_runs(store_uri, golden)
+    out = tmp_path / "q.yaml"
+    res = runner.invoke(app, ["judge", "a", "b", "--golden", str(golden), "--out", str(out),
+                              "--tracking-uri", store_uri])
+    assert res.exit_code == 0, res.output
+    client = mlflow_client(store_uri)
+    run_a = next(r.info.run_id for r in runs_in(store_uri) if r.info.run_name == "a")
+    copy = Path(client.download_artifacts(run_a, "judging/q.yaml", str(tmp_path / "dl")))
+    secrets = [q["query"] for q in data["queries"]] + ["Port Alden", "euros"]
+    for text in (out.read_text(), copy.read_text(), res.output):
+        assert not [s for s in secrets if s in text]
+    assert "passage" not in copy.read_text() and "query:" not in copy.read_text()
+    assert yaml.safe_load(out.read_text())["items"]

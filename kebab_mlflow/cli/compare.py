@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -24,6 +24,20 @@ class Format(StrEnum):
     md = "md"
     json = "json"
     junit = "junit"
+
+
+RescoreOption = Annotated[bool, typer.Option(
+    "--rescore", help="runs of different golden versions: rescore the baseline in memory under "
+    "the candidate's golden set (nothing logged for the baseline)")]
+GoldenOption = Annotated[Path | None, typer.Option(
+    help="with --rescore: the candidate's golden-set file (default: the path its run recorded)")]
+
+
+def _rescored(base_side: Any, cand_side: Any, golden: Path | None) -> Any:
+    """--rescore: the baseline under the candidate's golden version (comparison/rescoring.py)."""
+    from kebab_mlflow.comparison.rescoring import with_rescored_baseline
+
+    return with_rescored_baseline(base_side, cand_side, golden)
 
 
 @app.command()
@@ -51,12 +65,7 @@ def compare(
         help="refuse (exit 2) doc-level fallback, commit skew and dirty trees")] = False,
     allow_golden_mismatch: Annotated[bool, typer.Option(
         help="compare the shared query ids of different golden sets")] = False,
-    rescore: Annotated[bool, typer.Option(
-        "--rescore", help="runs of different golden versions: rescore the baseline in memory "
-        "under the candidate's golden set (nothing logged for the baseline)")] = False,
-    golden: Annotated[Path | None, typer.Option(
-        help="with --rescore: the candidate's golden-set file (default: the path its run "
-        "recorded)")] = None,
+    rescore: RescoreOption = False, golden: GoldenOption = None,
     fmt: Annotated[Format, typer.Option("--format", help="output format")] = Format.table,
     out_file: Annotated[Path | None, typer.Option(
         "--out", help="write the output to FILE instead of stdout")] = None,
@@ -85,10 +94,7 @@ def compare(
                                  max_regressions=max_regressions)
     tracker = Tracker(tracking_uri)
     base_side, cand_side = cmp.load_pair(tracker, experiment, baseline, candidate)
-    if rescore:
-        from kebab_mlflow.comparison.rescoring import with_rescored_baseline
-
-        base_side = with_rescored_baseline(base_side, cand_side, golden)
+    base_side = _rescored(base_side, cand_side, golden) if rescore else base_side
     result = cmp.compare_runs(base_side, cand_side, options)
     _emit(_render(result, fmt, wide, to_file=out_file is not None), out_file)
     _step_summary(result)

@@ -54,7 +54,7 @@ def _diff_text(result: object) -> str:
     lines = [head]
 
     def text(q: object) -> str:
-        return "" if result.private else f"  {getattr(q, 'query')!r}"
+        return "" if result.private else f"  {q.query!r}"
 
     lines += [f"+ {q.id} ({result.b.path}:{q.line}){text(q)}" for q in result.added]
     lines += [f"- {q.id} ({result.a.path}:{q.line}){text(q)}" for q in result.removed]

@@ -17,8 +17,8 @@ from typing import Any
 
 from kebab_mlflow.errors import InputError, Problem
 from kebab_mlflow.evaluation.per_query import read_per_query
-from kebab_mlflow.files import file_digest
 from kebab_mlflow.evaluation.rescore import RecordedRun, Rescored, rescore
+from kebab_mlflow.files import file_digest
 from kebab_mlflow.golden import GoldenSet
 from kebab_mlflow.records import RunRecord
 
