@@ -220,3 +220,35 @@ def test_compare_rescore_equals_comparing_the_derived_run(store_uri, tmp_path):
     assert in_memory["verdict"] == logged["verdict"]
     assert in_memory["metrics"] == logged["metrics"] and in_memory["n"] == logged["n"]
     assert in_memory["baseline"]["golden_sha256"] == load_golden_set(edited).digest
+
+
+# ---------------------------------------------------------------------------------------------
+# golden versions as MLflow datasets, runs, baseline set --force (item 6)
+
+
+def test_golden_versions_are_datasets_shown_by_runs_and_guarded_by_baseline(store_uri,
+                                                                           tmp_path):
+    edited = edited_golden(tmp_path / "edited.yaml", regrade="g001")
+    old, new = load_golden_set(GOLDEN), load_golden_set(edited)
+    a = execute(RunOptions(golden=str(GOLDEN), corpus=str(KB), tracking_uri=store_uri,
+                           run_name="on-old"))
+    b = execute(RunOptions(golden=str(edited), corpus=str(KB), tracking_uri=store_uri,
+                           run_name="on-new"))
+    client = mlflow_client(store_uri)
+    datasets = {(i.dataset.name, i.dataset.digest) for r in (a, b)
+                for i in client.get_run(r.run_id).inputs.dataset_inputs}
+    assert datasets == {(old.name, old.digest[:36]), (new.name, new.digest[:36])}
+    assert client.get_run(b.run_id).data.tags["kebab.golden_version"] == \
+        f"kebab-fixtures@{new.digest[:8]}"
+    res = runner.invoke(app, ["runs", "--wide", "--tracking-uri", store_uri])
+    assert res.exit_code == 0, res.output
+    assert f"kebab-fixtures@{old.digest[:8]}" in res.stdout
+    assert f"kebab-fixtures@{new.digest[:8]}" in res.stdout
+    assert runner.invoke(app, ["baseline", "set", "on-old", "--tracking-uri",
+                               store_uri]).exit_code == 0
+    res = runner.invoke(app, ["baseline", "set", "on-new", "--tracking-uri", store_uri])
+    assert res.exit_code == 2 and "--force" in res.output
+    assert f"kebab-fixtures@{old.digest[:8]}" in " ".join(res.output.split())
+    res = runner.invoke(app, ["baseline", "set", "on-new", "--force", "--tracking-uri",
+                              store_uri])
+    assert res.exit_code == 0 and b.run_id in res.stdout

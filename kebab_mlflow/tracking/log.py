@@ -63,6 +63,13 @@ from kebab_mlflow.tracking.traces import (
 )
 
 MANIFEST = "manifest.json"
+GOLDEN_VERSION_TAG = "kebab.golden_version"  # name@short digest: the runs page's column
+SHORT_DIGEST = 8
+
+
+def golden_version(golden: GoldenSet) -> str:
+    """How a golden version is shown (runs, the UI's runs page): its name and short digest."""
+    return f"{golden.name}@{golden.digest[:SHORT_DIGEST]}"
 
 
 DEFAULT_CORPUS = "fixtures/kb"
@@ -168,6 +175,7 @@ def run_tags(golden: GoldenSet, source: PipelineSource,
     path = {} if golden.private or not golden.path else {
         "kebab.golden_path": names.fit(golden.path, names.MAX_INPUT_TAG_VALUE)}
     return {**provenance_tags("eval"), "kebab.golden_sha256": golden.digest, **path,
+            GOLDEN_VERSION_TAG: golden_version(golden),
             "kebab.config_sha256": source.config_digest(), "kebab.preset": source.preset,
             "kebab.private": str(golden.private).lower(), **primary, **dict(extra or {})}
 
