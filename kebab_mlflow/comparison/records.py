@@ -156,7 +156,8 @@ class Comparison:
     @property
     def exit_code(self) -> int:
         """0 Better or Same; 1 Regressed or Inconclusive (a CI step should fail on both)."""
-        return 1 if self.verdict in ("Regressed", "Inconclusive") else 0
+        return 1 if self.verdict in ("Regressed", "Inconclusive") or self.verdict.startswith(
+            "Inconclusive") else 0  # also "Inconclusive (unjudged)" (comparison/unjudged.py)
 
     @property
     def primary(self) -> MetricResult:

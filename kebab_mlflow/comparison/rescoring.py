@@ -38,7 +38,7 @@ def rescored_baseline(baseline: RunSide, golden: GoldenSet) -> RunSide:
     rescored; the same run id and name (marked), the new digests."""
     recorded = RecordedRun(run_id=baseline.run_id, rows=baseline.rows,
                            params=baseline.params, tags=baseline.tags)
-    result = rescore(recorded, golden).result
+    result = rescore(recorded, golden, quiet=True).result
     tags = {**baseline.tags, "kebab.golden_sha256": golden.digest,
             "kebab.per_query_sha256": result.per_query_sha256,
             "kebab.rescored_from_golden_sha256": baseline.tags.get("kebab.golden_sha256", "")}

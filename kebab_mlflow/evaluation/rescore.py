@@ -12,11 +12,14 @@ so the derived result differs from its source only by the golden set.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import contextlib
+import logging
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kebab_mlflow import progress
 from kebab_mlflow.errors import InputError, Problem
 from kebab_mlflow.evaluation.evaluate import EvalResult, PipelineSource, evaluate_prepared, with_ask
 from kebab_mlflow.evaluation.per_query import PerQueryRow
@@ -98,10 +101,29 @@ def _answer(recorded: Mapping[str, Any] | None) -> Answer | None:
 
 
 def rescore(run: RecordedRun, golden: GoldenSet, *, intersect: bool = False,
-            per_query_path: Path | None = None) -> Rescored:
+            per_query_path: Path | None = None, quiet: bool = False) -> Rescored:
     """Score ``run``'s recorded hits and answers against ``golden``. A golden query the run
     never saw is an InputError listing them, unless ``intersect`` (then only the shared
-    queries are scored); queries the run saw that ``golden`` dropped are left out."""
+    queries are scored); queries the run saw that ``golden`` dropped are left out. ``quiet``:
+    no progress and no warnings (a rescore inside compare, whose output is its own)."""
+    with _quiet() if quiet else contextlib.nullcontext():
+        return _rescore(run, golden, intersect, per_query_path)
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    logger = logging.getLogger("kebab_mlflow")
+    level = logger.level
+    with progress.silenced():
+        logger.setLevel(logging.ERROR)
+        try:
+            yield
+        finally:
+            logger.setLevel(level)
+
+
+def _rescore(run: RecordedRun, golden: GoldenSet, intersect: bool,
+             per_query_path: Path | None) -> Rescored:
     seen = {row.id for row in run.rows}
     unseen = tuple(q.id for q in golden.queries if q.id not in seen)
     if unseen and not intersect:
