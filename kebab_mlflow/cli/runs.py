@@ -7,7 +7,9 @@ from typing import Annotated, Any
 
 import typer
 
+from kebab_mlflow import vocabulary as vocab
 from kebab_mlflow.cli.app import Experiment, TrackingUri, app, baseline_app
+from kebab_mlflow.vocabulary import RunStatus
 
 # The metrics `runs` can show, most telling first; a column appears only when a listed run
 # has a value (a doc-level golden set has no hit_at_5: no column of dashes).
@@ -46,7 +48,7 @@ def runs(
     baseline = tracker.experiment_tag(exp, BASELINE_TAG)
     found = tracker.find_runs([exp], max_results=limit)
     metrics = [m for m in RUNS_METRICS if any(r.metrics.get(m) is not None for r in found)]
-    verdicts = any(r.tags.get("kebab.verdict") for r in found)  # else no column of blanks
+    verdicts = any(r.tags.get(vocab.VERDICT) for r in found)  # else no column of blanks
     full = wide or not out.is_terminal
     rows = [_run_row(r, baseline, metrics, full)[:FIXED + len(metrics) + verdicts]
             for r in found]
@@ -65,11 +67,11 @@ def runs(
 def _run_row(r, baseline: str | None, metrics: list[str], full: bool) -> list[str]:
     from kebab_mlflow.formatting import number
 
-    kind = r.tags.get("kebab.kind", "")
-    preset = r.params.get("preset", "") if kind in ("", "eval") else kind
+    kind = r.tags.get(vocab.KIND, "")
+    preset = r.params.get(vocab.PRESET, "") if kind in ("", vocab.RunKind.EVAL) else kind
     return [("* " if r.run_id == baseline else "") + (r.run_name or ""),
             r.run_id if full else r.run_id[:SHORT_ID], r.status, preset, _golden_version(r),
-            *(number(r.metrics.get(m)) for m in metrics), r.tags.get("kebab.verdict", "")]
+            *(number(r.metrics.get(m)) for m in metrics), r.tags.get(vocab.VERDICT, "")]
 
 
 def _golden_version(r: Any) -> str:
@@ -235,8 +237,8 @@ def _runs_view_experiment(tracker: Any, name: str) -> str | None:
     except RunNotFoundError:
         return None
     if tracker.runs_view_metrics(experiment_id) is None:
-        runs = tracker.find_runs([experiment_id], status="FINISHED",
-                                 tags={"kebab.kind": "eval"}, max_results=50)
+        runs = tracker.find_runs([experiment_id], status=RunStatus.FINISHED,
+                                 tags={vocab.KIND: vocab.RunKind.EVAL}, max_results=50)
         metrics = {n for r in runs for n in headline(r.metrics)}
         tracker.set_runs_view(experiment_id, metrics)
     return experiment_id

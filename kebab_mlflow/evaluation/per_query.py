@@ -84,7 +84,7 @@ class PerQueryWriter:
         return self._sha.hexdigest()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PerQueryRow:
     id: str
     query: str | None
@@ -155,5 +155,6 @@ def _row(raw: bytes, where: str) -> PerQueryRow:
         problems.append(Problem("'truncated_hits' must be an integer >= 0", where))
     if problems:
         raise PerQueryError("unreadable per_query.jsonl", problems)
-    return PerQueryRow(rec["id"], query, tuple(hits), answer, scores, float(latency), error,
-                       first, truncated)
+    return PerQueryRow(id=rec["id"], query=query, hits=tuple(hits), answer=answer, scores=scores,
+                       latency_ms=float(latency), error=error,
+                       first_relevant_rank=first, truncated_hits=truncated)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from kebab_mlflow import progress
+from kebab_mlflow import vocabulary as vocab
 from kebab_mlflow.errors import InputError, Problem
 from kebab_mlflow.evaluation.evaluate import EvalResult, PipelineSource, evaluate_prepared, with_ask
 from kebab_mlflow.evaluation.per_query import PerQueryRow
@@ -54,7 +55,7 @@ class Rescored:
     dropped_old: tuple[str, ...] = ()  # queries the run saw that the golden set no longer has
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RecordedSource(PipelineSource):
     """The pipeline as its source run recorded it: the same params and config digest, so the
     derived run describes the same pipeline (and links to the same LoggedModel)."""
@@ -151,10 +152,11 @@ def _rescore(run: RecordedRun, golden: GoldenSet, intersect: bool,
 
 def recorded_source(run: RecordedRun) -> RecordedSource:
     params = {k: v for k, v in run.params.items() if k not in _RESULT_PARAMS}
-    return RecordedSource(params.get("preset", "unknown"), params.get("backend", "unknown"),
-                          params.get("corpus"), target=params.get("target"),
+    return RecordedSource(preset=params.get(vocab.PRESET, "unknown"),
+                          backend=params.get(vocab.BACKEND, "unknown"),
+                          corpus=params.get(vocab.CORPUS), target=params.get(vocab.TARGET),
                           recorded=params,
-                          recorded_config_digest=run.tags.get("kebab.config_sha256", ""))
+                          recorded_config_digest=run.tags.get(vocab.CONFIG_SHA256, ""))
 
 
 def _ask_override(value: str | None) -> bool | None:
@@ -173,7 +175,7 @@ def _scored_answers(rows: Sequence[PerQueryRow]) -> bool:
 def _check_private_answers(run: RecordedRun, golden: GoldenSet) -> None:
     """A private run's answers were recorded without their text: answer checks cannot be
     scored again, so a query that asks and checks its answer is refused, not scored 0."""
-    if run.tags.get("kebab.private") != "true":
+    if run.tags.get(vocab.PRIVATE) != "true":
         return
     answers = {row.id: row.answer for row in run.rows}
     blind = tuple(q.id for q in golden.queries if q.ask and (q.must_contain or q.forbidden)
@@ -193,5 +195,5 @@ def run_of_result(result: EvalResult, run_id: str = "in-memory") -> RecordedRun:
     """An in-memory result as a rescore's source (the Python API)."""
     return RecordedRun(run_id=run_id, rows=result.rows(),
                        params={k: str(v) for k, v in result.params().items()},
-                       tags={"kebab.config_sha256": result.source.config_digest(),
-                             "kebab.private": str(result.golden.private).lower()})
+                       tags={vocab.CONFIG_SHA256: result.source.config_digest(),
+                             vocab.PRIVATE: str(result.golden.private).lower()})

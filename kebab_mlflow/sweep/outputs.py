@@ -12,9 +12,17 @@ import shutil
 from collections.abc import Mapping
 from typing import Any
 
+from kebab_mlflow import vocabulary as vocab
 from kebab_mlflow.formatting import number
 from kebab_mlflow.interrupts import checkpoint
-from kebab_mlflow.stats.gauge import FloorGap, GaugeMetric, RowStat, combine_states, gauge_metric
+from kebab_mlflow.stats.gauge import (
+    FloorGap,
+    GaugeMetric,
+    RowStat,
+    SignalState,
+    combine_states,
+    gauge_metric,
+)
 from kebab_mlflow.sweep.spec import (
     FLOOR_KEYS,
     ROW_STAT_KEYS,
@@ -23,12 +31,13 @@ from kebab_mlflow.sweep.spec import (
     SweepSpec,
     describe_row,
 )
+from kebab_mlflow.vocabulary import RunStatus
 
 
 def compute_gauge(spec: SweepSpec, rows: Mapping[str, RowOutcome]) -> dict[str, GaugeMetric]:
     out = {}
     for metric in spec.gauge_metrics:
-        scores = {n: (r.scores.get(metric) if r.status == "FINISHED" else None)
+        scores = {n: (r.scores.get(metric) if r.status == RunStatus.FINISHED else None)
                   for n, r in rows.items()}
         out[metric] = gauge_metric(scores, spec.primary, spec.floors, spec.ceiling,
                                    spec.resamples, spec.seed)
@@ -51,7 +60,7 @@ def gauge_metrics_flat(gauge: Mapping[str, GaugeMetric]) -> dict[str, float]:
             for key in FLOOR_KEYS:
                 if getattr(fb, key) is not None:
                     flat[f"gauge/{metric}/{floor}/{key}"] = getattr(fb, key)
-        flat[f"gauge/{metric}/alive"] = float(block.signal_state == "alive")
+        flat[f"gauge/{metric}/alive"] = float(block.signal_state == SignalState.ALIVE)
     return flat
 
 
@@ -203,13 +212,13 @@ def publish_sweep(tracker: Any, spec: SweepSpec, result: SweepResult) -> None:
             plots.bar_with_ci(bars, workdir / f"gauge_{metric}.png",
                               f"{metric} per row ({block.signal_state})", f"{metric} (mean)")
         checkpoint("sweep-outputs-written")
-        tags = {"kebab.signal_state": result.signal_state,
-                "kebab.failed_rows": ",".join(result.failed_rows),
+        tags = {vocab.SIGNAL_STATE: result.signal_state,
+                vocab.FAILED_ROWS: ",".join(result.failed_rows),
                 "mlflow.note.content": report,
                 **{f"gauge/{m}/signal_state": b.signal_state
                    for m, b in result.gauge.items()}}
         metrics = {**gauge_metrics_flat(result.gauge),
-                   "sweep/rows_finished": float(sum(r.status == "FINISHED"
+                   "sweep/rows_finished": float(sum(r.status == RunStatus.FINISHED
                                                     for r in result.rows.values())),
                    "sweep/rows_failed": float(len(result.failed_rows)),
                    "sweep/wall_s": result.wall_s}

@@ -14,12 +14,13 @@ import json
 import math
 import shutil
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kebab_mlflow import names
+from kebab_mlflow import vocabulary as vocab
 from kebab_mlflow.config import build_config
 from kebab_mlflow.errors import (
     ConfigError,
@@ -61,10 +62,10 @@ from kebab_mlflow.tracking.traces import (
     read_traces,
     write_traces,
 )
+from kebab_mlflow.vocabulary import RunStatus
 
 MANIFEST = "manifest.json"
-GOLDEN_VERSION_TAG = "kebab.golden_version"  # name@short digest: the runs page's column
-SHORT_DIGEST = 8
+SHORT_DIGEST = 8  # hex digits of a golden version's digest shown beside its name
 
 
 def golden_version(golden: GoldenSet) -> str:
@@ -75,7 +76,7 @@ def golden_version(golden: GoldenSet) -> str:
 DEFAULT_CORPUS = "fixtures/kb"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunOptions:
     golden: str = "fixtures/golden_queries.yaml"
     corpus: str | None = None  # None: the golden set's ``corpus:``, else DEFAULT_CORPUS
@@ -97,7 +98,7 @@ class RunOptions:
     traces: str = "none"  # none | failures | all
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunResult:
     run_id: str
     experiment_id: str
@@ -111,7 +112,7 @@ class RunResult:
     query_ids: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Prepared:
     """Everything validated and built, before any MLflow run exists."""
 
@@ -135,7 +136,7 @@ def prepare(options: RunOptions, on_status: Callable[[str], None] = lambda s: No
     check_traces(options.traces, golden)
     config = build_config(options.preset, dict(options.overrides))
     cutoffs = tuple(run_cutoffs(options.k, options.cutoffs))
-    _check_primary_metric(golden)  # after the cut-offs: they register their metrics
+    _check_primary_metric(golden, cutoffs)
     if options.target:
         pipeline, source = as_pipeline(options.target, options.concurrency, golden)
     else:
@@ -145,9 +146,11 @@ def prepare(options: RunOptions, on_status: Callable[[str], None] = lambda s: No
         on_status("loading or building the index")
         pipeline = build_pipeline(config, corpus, oracle_truth(golden.queries))
         check_expected_ids(golden, pipeline.chunk_ids, pipeline.doc_ids)
-        source = PipelineSource(options.preset, config["backend"], corpus,
-                                pipeline.config)  # tokenizer and gate resolved for the corpus
-    return Prepared(golden, pipeline, source, cutoffs, time.perf_counter() - t0, options.ask)
+        # the config with its tokenizer and gate resolved for the corpus
+        source = PipelineSource(preset=options.preset, backend=config["backend"], corpus=corpus,
+                                config=pipeline.config)
+    return Prepared(golden=golden, pipeline=pipeline, source=source, cutoffs=cutoffs,
+                    index_s=time.perf_counter() - t0, ask=options.ask)
 
 
 def corpus_to_use(explicit: str | None, golden: GoldenSet) -> str:
@@ -155,29 +158,30 @@ def corpus_to_use(explicit: str | None, golden: GoldenSet) -> str:
     return explicit or golden.corpus or DEFAULT_CORPUS
 
 
-def _check_primary_metric(golden: GoldenSet) -> None:
-    """The golden set's primary_metric must name a metric (compare decides on it)."""
-    from kebab_mlflow.metrics.registry import METRICS
+def _check_primary_metric(golden: GoldenSet, cutoffs: Sequence[int]) -> None:
+    """The golden set's primary_metric must name a metric this run reports (compare decides
+    on it): a standard one or one at the run's cut-offs."""
+    from kebab_mlflow.metrics.registry import run_metric_names
 
-    name = golden.primary_metric
-    if name is not None and name not in METRICS:
+    name, valid = golden.primary_metric, run_metric_names(cutoffs)
+    if name is not None and name not in valid:
         from kebab_mlflow.errors import GoldenSetError, Problem
 
         raise GoldenSetError(f"invalid golden set {golden.path}", [Problem(
-            f"unknown primary_metric {name!r}; valid metrics: {', '.join(sorted(METRICS))}",
+            f"unknown primary_metric {name!r}; valid metrics: {', '.join(sorted(valid))}",
             golden.path)])
 
 
 def run_tags(golden: GoldenSet, source: PipelineSource,
              extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    primary = {"kebab.primary_metric": golden.primary_metric} if golden.primary_metric else {}
+    primary = {vocab.PRIMARY_METRIC: golden.primary_metric} if golden.primary_metric else {}
     # where the golden version was read: rescore and compare name it (never a private set's)
     path = {} if golden.private or not golden.path else {
-        "kebab.golden_path": names.fit(golden.path, names.MAX_INPUT_TAG_VALUE)}
-    return {**provenance_tags("eval"), "kebab.golden_sha256": golden.digest, **path,
-            GOLDEN_VERSION_TAG: golden_version(golden),
-            "kebab.config_sha256": source.config_digest(), "kebab.preset": source.preset,
-            "kebab.private": str(golden.private).lower(), **primary, **dict(extra or {})}
+        vocab.GOLDEN_PATH: names.fit(golden.path, names.MAX_INPUT_TAG_VALUE)}
+    return {**provenance_tags(vocab.RunKind.EVAL), vocab.GOLDEN_SHA256: golden.digest, **path,
+            vocab.GOLDEN_VERSION: golden_version(golden),
+            vocab.CONFIG_SHA256: source.config_digest(), vocab.PRESET_TAG: source.preset,
+            vocab.PRIVATE: str(golden.private).lower(), **primary, **dict(extra or {})}
 
 
 def execute(options: RunOptions, *,
@@ -219,9 +223,12 @@ def execute(options: RunOptions, *,
         timings = finish_run(tracker, run_id, experiment_id, result, workdir, title, publishing)
     timings.update(mlflow_import_s=t_import - t_open, mlflow_store_open_s=open_s)
     timings["mlflow_logging_s"] += mlflow_s
-    return RunResult(run_id, experiment_id, "FINISHED", result.metrics, result.aggregate,
-                     tracker.ui_command(experiment_id), {**result.timings, **timings},
-                     result.versions.as_dict(), dict(result.scores), result.query_ids)
+    return RunResult(run_id=run_id, experiment_id=experiment_id, status=RunStatus.FINISHED,
+                     metrics=result.metrics, aggregate=result.aggregate,
+                     ui_command=tracker.ui_command(experiment_id),
+                     timings={**result.timings, **timings},
+                     versions=result.versions.as_dict(), scores=dict(result.scores),
+                     query_ids=result.query_ids)
 
 
 @contextlib.contextmanager
@@ -255,10 +262,10 @@ def _end_after(tracker: Any, run_id: str, workdir: Path,
     if not isinstance(exc, KeyboardInterrupt):
         if workdir.exists():  # not kept for recovery (that error already says where)
             if not isinstance(exc, RunInterrupted):
-                tracker.end_run_quietly(run_id, "FAILED")
+                tracker.end_run_quietly(run_id, RunStatus.FAILED)
             shutil.rmtree(workdir, ignore_errors=True)
         return None
-    if not tracker.end_run_quietly(run_id, "KILLED"):
+    if not tracker.end_run_quietly(run_id, RunStatus.KILLED):
         shutil.rmtree(workdir, ignore_errors=True)
         return RunInterrupted(f"interrupted after run {run_id} had FINISHED")
     if (workdir / MANIFEST).exists():
@@ -270,9 +277,10 @@ def _end_after(tracker: Any, run_id: str, workdir: Path,
 
 def _params_before_results(prepared: Prepared, options: RunOptions) -> dict[str, Any]:
     """The params an EvalResult will have, known before any query ran."""
-    probe = EvalResult(prepared.golden, prepared.source,
-                       getattr(prepared.pipeline, "versions", None) or VersionSnapshot(),
-                       options.k, prepared.cutoffs, options.seed, {}, {}, Path(), "",
+    probe = EvalResult(golden=prepared.golden, source=prepared.source,
+                       versions=getattr(prepared.pipeline, "versions", None) or VersionSnapshot(),
+                       k=options.k, cutoffs=prepared.cutoffs, seed=options.seed, aggregate={},
+                       scores={}, per_query_path=Path(), per_query_sha256="",
                        ask=prepared.ask)
     return probe.params()
 
@@ -333,7 +341,7 @@ def finish_run(tracker: Any, run_id: str, experiment_id: str, result: EvalResult
         "run_id": run_id, "experiment_id": experiment_id,
         "tracking_uri": describe_uri(tracker.uri),
         "metrics": logged_metrics(result.aggregate, publishing.log_breakdowns),
-        "tags": {"kebab.per_query_sha256": result.per_query_sha256},
+        "tags": {vocab.PER_QUERY_SHA256: result.per_query_sha256},
         "description": f"**{title}**\n\n{summary_table(result.aggregate.overall)}",
         "dataset": golden_dataset(result.golden),
         "model": pipeline_model(result),
@@ -402,7 +410,7 @@ def publish(tracker: Any, workdir: Path) -> None:
                            model_id)
     tracker.set_runs_view(manifest["experiment_id"], [names.metric_key(n)
                                                       for n in headline(aggregate.overall)])
-    tracker.end_run(run_id, "FINISHED")
+    tracker.end_run(run_id, RunStatus.FINISHED)
 
 
 def _model_of(tracker: Any, manifest: Mapping[str, Any]) -> str | None:

@@ -15,17 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kebab_mlflow import vocabulary as vocab
 from kebab_mlflow.errors import InputError, Problem
 from kebab_mlflow.evaluation.per_query import read_per_query
 from kebab_mlflow.evaluation.rescore import RecordedRun, Rescored, rescore
 from kebab_mlflow.files import file_digest
 from kebab_mlflow.golden import GoldenSet
 from kebab_mlflow.records import RunRecord
-
-RESCORE_KIND = "rescore"
-RESCORED_FROM_TAG = "kebab.rescored_from"
-RESCORED_FROM_GOLDEN_TAG = "kebab.rescored_from_golden_sha256"
-INTERSECTED_TAG = "kebab.rescore_dropped_queries"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -44,17 +40,17 @@ def load_recorded(tracker: Any, experiment: str, ref: str) -> tuple[RunRecord, R
 
     run = resolve_run(tracker, experiment, ref)
     problems = []
-    if run.status != "FINISHED":
+    if run.status != vocab.RunStatus.FINISHED:
         problems.append(Problem(f"run {run.run_id} ({run.run_name}) is {run.status}; only "
                                 "FINISHED runs can be rescored"))
-    if run.tags.get("kebab.kind") not in ("eval", RESCORE_KIND):
+    if run.tags.get(vocab.KIND) not in (vocab.RunKind.EVAL, vocab.RunKind.RESCORE):
         problems.append(Problem(f"run {run.run_id} ({run.run_name}) is a "
                                 f"{run.tags.get('kebab.kind', 'non-kebab')} run, not an eval"))
     if problems:
         raise InputError(f"cannot rescore {ref}", problems)
     with tempfile.TemporaryDirectory(prefix="kebab-rescore-") as tmp:
         path = tracker.download_artifact(run.run_id, "per_query.jsonl", Path(tmp))
-        if file_digest(path) != run.tags.get("kebab.per_query_sha256"):
+        if file_digest(path) != run.tags.get(vocab.PER_QUERY_SHA256):
             raise InputError(f"run {run.run_id}'s per_query.jsonl does not match its "
                              "kebab.per_query_sha256 tag: it cannot be replayed")
         rows = tuple(read_per_query(path))
@@ -70,10 +66,10 @@ def rescore_run(tracker: Any, experiment: str, ref: str, golden: GoldenSet, *,
     run, recorded = load_recorded(tracker, experiment, ref)
     rescored = rescore(recorded, golden, intersect=intersect)
     run_experiment = tracker.experiment_name(run.experiment_id) or experiment
-    tags = {"kebab.kind": RESCORE_KIND, RESCORED_FROM_TAG: run.run_id,
-            RESCORED_FROM_GOLDEN_TAG: run.tags.get("kebab.golden_sha256", "unknown")}
+    tags = {vocab.KIND: vocab.RunKind.RESCORE, vocab.RESCORED_FROM: run.run_id,
+            vocab.RESCORED_FROM_GOLDEN_SHA256: run.tags.get(vocab.GOLDEN_SHA256, "unknown")}
     if rescored.dropped_new:
-        tags[INTERSECTED_TAG] = str(len(rescored.dropped_new))
+        tags[vocab.RESCORE_DROPPED_QUERIES] = str(len(rescored.dropped_new))
     name = run_name or f"{run.run_name} rescored on {golden.name}@{golden.digest[:8]}"
     run_id = log_run(rescored.result, experiment=run_experiment, tracking_uri=tracker.uri,
                      run_name=name, extra_tags=tags)
