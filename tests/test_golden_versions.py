@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 from typer.testing import CliRunner
@@ -227,3 +228,69 @@ def test_judge_on_a_private_set_writes_no_text_anywhere(store_uri, tmp_path):
         assert not [s for s in secrets if s in text]
     assert "passage" not in copy.read_text() and "query:" not in copy.read_text()
     assert yaml.safe_load(out.read_text())["items"]
+
+
+# ---------------------------------------------------------------------------------------------
+# bounds for unjudged hits (item 5)
+
+
+def _recorded(hits_by_query: dict[str, list[str]]):
+    from kebab_mlflow.evaluation.per_query import PerQueryRow
+    from kebab_mlflow.evaluation.rescore import RecordedRun
+
+    rows = tuple(PerQueryRow(id=qid, query="q", hits=tuple(
+        {"rank": i + 1, "chunk_id": d, "doc_id": d, "score": 1.0 / (i + 1)}
+        for i, d in enumerate(docs)), answer=None, scores={}, latency_ms=1.0, error=None)
+        for qid, docs in hits_by_query.items())
+    return RecordedRun(run_id="r", rows=rows, params={"k": "10", "cutoffs": "1,10"})
+
+
+def test_bounds_count_unjudged_hits_relevant_hand_computed(tmp_path):
+    from kebab_mlflow.evaluation.bounds import unjudged_bounds
+
+    golden = load_golden_set(_set(tmp_path, "g.yaml", """\
+name: g
+queries:
+  - {id: q1, query: a, expected_doc_ids: {d1: 1, d0: 0}}
+"""))
+    # d2 unjudged at rank 1, d1 relevant at rank 2, d0 judged non-relevant at rank 3
+    bounds = unjudged_bounds(_recorded({"q1": ["d2", "d1", "d0"]}), golden, k=10)
+    assert bounds.unjudged_hits == 1 and bounds.unjudged_per_query == 1.0
+    lower, upper = bounds.metric("ndcg_at_10_doc")
+    assert lower == pytest.approx(1 / np.log2(3))  # DCG 1/log2(3), ideal 1
+    assert upper == pytest.approx(1.0)  # d2 and d1 relevant at ranks 1, 2: ideal order
+    assert bounds.metric("map_doc") == (pytest.approx(0.5), pytest.approx(1.0))
+    assert bounds.metric("precision_at_10_doc") == (pytest.approx(0.1), pytest.approx(0.2))
+
+
+def test_unjudged_gate_makes_a_flipping_verdict_inconclusive(tmp_path):
+    from kebab_mlflow.comparison.records import CompareOptions, RunSide
+    from kebab_mlflow.comparison.unjudged import UnjudgedMode, with_unjudged_bounds
+    from kebab_mlflow.comparison.verdict import compare_runs
+    from kebab_mlflow.evaluation.rescore import rescore
+
+    n = 40
+    golden_path = _set(tmp_path, "g.yaml", "name: g\nqueries:\n" + "".join(
+        f"  - {{id: q{i}, query: q, expected_doc_ids: [d1]}}\n" for i in range(n)))
+    golden = load_golden_set(golden_path)
+
+    def side(name: str, docs: list[str]) -> RunSide:
+        result = rescore(_recorded({f"q{i}": docs for i in range(n)}), golden).result
+        tags = {"kebab.golden_sha256": golden.digest,
+                "kebab.per_query_sha256": result.per_query_sha256}
+        return RunSide(run_id=name, name=name, status="FINISHED", params={"k": "10",
+                       "cutoffs": "1,10"}, tags=tags, rows=result.rows(),
+                       per_query_sha256=result.per_query_sha256)
+
+    # the candidate puts an unjudged document first: worse as judged, better if it is relevant
+    base, cand = side("b", ["d1", "d8"]), side("c", ["dx", "d1"])
+    options = CompareOptions(resamples=500)
+    usual = compare_runs(base, cand, options)
+    assert usual.verdict == "Regressed"
+    reported = with_unjudged_bounds(usual, base, cand, golden, options, UnjudgedMode.REPORT)
+    assert reported.verdict == "Regressed" and reported.exit_code == 1
+    assert "unjudged hits in the top 10: baseline 40 (1.0/query), candidate 40 (1.0/query)" \
+        in reported.notes
+    gated = with_unjudged_bounds(usual, base, cand, golden, options, UnjudgedMode.GATE)
+    assert gated.verdict == "Inconclusive (unjudged)" and gated.exit_code == 1
+    assert "Regressed does not hold" in gated.notes[-1]
