@@ -75,7 +75,8 @@ class ProblemsMixin:
     def __init__(self, summary: str, problems: Sequence[Problem] = ()):
         self.summary = summary
         self.problems = tuple(problems)
-        super().__init__(render_problems(summary, self.problems, bare=self.bare))
+        # a mixin: the next class in the MRO is the exception that takes the message
+        super().__init__(render_problems(summary, self.problems, bare=self.bare))  # type: ignore[call-arg]
 
 
 class InputError(ProblemsMixin, KebabError):

@@ -432,7 +432,7 @@ def test_ci_examples_run_against_a_local_store(example, env, tmp_path, monkeypat
     compare — and must exit 0 (the same pipeline twice: Same)."""
     commands = _ci_commands(ROOT / "examples" / "ci" / example)
     assert [c.split()[1] for c in commands] == ["run", "baseline", "run", "compare"]
-    assert f"examples/ci/{example}" in (ROOT / "README.md").read_text()
+    assert f"examples/ci/{example}" in (ROOT / "docs" / "compare.md").read_text()
     (tmp_path / "fixtures").symlink_to(ROOT / "fixtures")
     for key, value in {**env, "MLFLOW_TRACKING_URI":
                        f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"}.items():

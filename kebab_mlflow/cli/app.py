@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import functools
 import gc
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, Any
 
-import click
 import typer
 from rich.markup import escape
 from typer.core import TyperGroup
 
 from kebab_mlflow.errors import KebabError, RunInterrupted
 from kebab_mlflow.interrupts import sigterm_as_interrupt
+
+Command = Callable[..., Any]
 
 
 def _report(exc: KebabError) -> None:
@@ -30,12 +32,13 @@ class _App(typer.Typer):
     """A Typer whose commands turn a KebabError into its message and exit code (no traceback),
     however they are invoked (console script, ``python -m``, CliRunner in tests)."""
 
-    def command(self, *args, **kwargs):
+    def command(  # type: ignore[override]  # forwards every argument to Typer.command
+            self, *args: Any, **kwargs: Any) -> Callable[[Command], Command]:
         register = super().command(*args, **kwargs)
 
-        def wrap(fn):
+        def wrap(fn: Command) -> Command:
             @functools.wraps(fn)
-            def guarded(*a, **kw):
+            def guarded(*a: Any, **kw: Any) -> Any:
                 from kebab_mlflow.cli.console import install
 
                 install()
@@ -64,7 +67,7 @@ HELP_ORDER = ("validate", "metrics", "presets", "run", "runs", "show", "ui", "im
 
 
 class _HelpOrder(TyperGroup):
-    def list_commands(self, ctx: click.Context) -> list[str]:
+    def list_commands(self, ctx: Any) -> list[str]:  # typer's Context or click's
         names = super().list_commands(ctx)
         return sorted(names, key=lambda n: HELP_ORDER.index(n) if n in HELP_ORDER
                       else len(HELP_ORDER))

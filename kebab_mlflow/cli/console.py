@@ -6,18 +6,23 @@ import contextlib
 import logging
 import sys
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    TaskID,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
 from rich.table import Table
+
+if TYPE_CHECKING:
+    from rich.progress import Task
+    from rich.text import Text
 
 from kebab_mlflow.formatting import number
 
@@ -32,7 +37,7 @@ class RateColumn(TextColumn):
         super().__init__("")
         self.unit = unit
 
-    def render(self, task):  # noqa: D401 - rich API
+    def render(self, task: Task) -> Text:  # noqa: D401 - rich API
         from rich.text import Text
 
         elapsed = task.finished_time if task.finished else task.elapsed
@@ -50,11 +55,11 @@ class ProgressBar:
                                  TimeRemainingColumn(), console=err, disable=not enabled,
                                  transient=False)
 
-    def start(self, total: int):
+    def start(self, total: int | None) -> TaskID:
         self.progress.start()
         return self.progress.add_task("work", total=total)
 
-    def advance(self, task, n: int) -> None:
+    def advance(self, task: TaskID, n: int) -> None:
         self.progress.advance(task, n)
 
     def stop(self) -> None:

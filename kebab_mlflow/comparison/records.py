@@ -96,7 +96,7 @@ class CompareOptions:
     margin: float | None = None
     max_regressions: int | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         problems = []
         if not 0 < self.alpha < 1:
             problems.append(Problem(f"--alpha must be in (0, 1), got {self.alpha}", "--alpha"))
@@ -174,7 +174,7 @@ class Comparison:
     metrics: tuple[MetricResult, ...]
     queries: tuple[QueryDiff, ...]
     private: bool
-    counts: dict[str, int] = field(default_factory=dict)
+    counts: Mapping[QueryKind, int] = field(default_factory=dict)
     primary_source: str = "default"  # --primary | golden set primary_metric | default
 
     @property

@@ -30,7 +30,7 @@ def _clean(value: Any) -> Any:
 
 def to_json(c: Comparison) -> dict[str, Any]:
     o = c.options
-    return _clean({
+    cleaned: dict[str, Any] = _clean({
         "verdict": c.verdict,
         "reasons": list(c.reasons),
         "rule": c.rule,
@@ -55,6 +55,7 @@ def to_json(c: Comparison) -> dict[str, Any]:
         "metrics": [asdict(m) for m in c.metrics],
         "queries": [asdict(q) for q in ordered(c.queries)],
     })
+    return cleaned
 
 
 def dumps(c: Comparison) -> str:

@@ -33,7 +33,7 @@ and the verdict. Conventions:
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -78,7 +78,7 @@ def _higher_is_better(name: str) -> bool:
 
 def _truth(row: PerQueryRow, level: str, by_first_rank: bool) -> bool:
     if by_first_rank:
-        return row.first_relevant_rank[level] is not None
+        return (row.first_relevant_rank or {})[level] is not None
     return row.scores.get("mrr" if level == "chunk" else "mrr_doc") is not None
 
 
@@ -97,7 +97,7 @@ def _rank(row: PerQueryRow, level: str, by_first_rank: bool) -> tuple[bool, int 
     existed; only at depth >= 10). Mixing the two would read a missing MRR as "no truth" on one
     side only, i.e. as a miss."""
     if by_first_rank:
-        rank = row.first_relevant_rank[level]
+        rank = (row.first_relevant_rank or {})[level]
         if rank is None:
             return False, (1 if row.hits else None)
         return True, (rank if 0 < rank <= MRR_CUTOFF else None)
@@ -107,7 +107,7 @@ def _rank(row: PerQueryRow, level: str, by_first_rank: bool) -> tuple[bool, int 
     return True, (round(1.0 / value) if value > 0 else None)
 
 
-def _classify(has_truth: bool, base: int | None, cand: int | None) -> str:
+def _classify(has_truth: bool, base: int | None, cand: int | None) -> QueryKind:
     if base is None:
         return QueryKind.DRAW if cand is None else QueryKind.WIN
     if cand is None:
@@ -270,7 +270,9 @@ def metric_results(gates: Sequence[tuple[str, str, str]],
         sig = significance(p_adj, t.mean, hib, options.alpha)
         within = None
         if options.margin is not None and t.n:
-            within = bool(t.ci_low >= -options.margin if hib else t.ci_high <= options.margin)
+            bound = t.ci_low if hib else t.ci_high
+            within = bound is not None and bool(bound >= -options.margin if hib
+                                                else bound <= options.margin)
         effect = detectable_effect(deltas[i], vb, hib, level)
         out.append(MetricResult(
             name=name, gate=gate, role=role, higher_is_better=hib, n=t.n,
@@ -308,8 +310,8 @@ def _beyond_margin(m: MetricResult, margin: float | None) -> str:
             f"beyond the margin {number(margin)} (--margin)")
 
 
-def _decide(metrics: Sequence[MetricResult], counts: dict[str, int], n_truth: int,
-            level: str, options: CompareOptions) -> tuple[str, list[str]]:
+def _decide(metrics: Sequence[MetricResult], counts: Mapping[QueryKind, int], n_truth: int,
+            level: str, options: CompareOptions) -> tuple[Verdict, list[str]]:
     worse = [f"{m.name} is significantly worse ({_effect(m)})"
              for m in metrics if m.significant == "worse"]
     regressions = counts[QueryKind.REGRESSION]
@@ -370,7 +372,7 @@ def compare_runs(baseline: RunSide, candidate: RunSide,
     if problems:
         raise ComparisonRefused(problems)
 
-    counts = {k: 0 for k in KINDS} | Counter(q.kind for q in queries)
+    counts: dict[QueryKind, int] = {k: 0 for k in KINDS} | Counter(q.kind for q in queries)
     n_truth = sum(q.has_truth for q in queries)
     level = _comparison_level(queries)
     metrics = metric_results(gates, [_paired(pairs, name) for _, name, _ in gates], options)

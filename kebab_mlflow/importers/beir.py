@@ -7,6 +7,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -104,7 +105,7 @@ def import_beir(folder: Path, split: str, out: Path, name: str | None = None) ->
               "left out. Doc-level ground truth only: judge with the _doc metrics.\n")
     name = name or f"{collection_name(folder)}-{split}"
     corpus = find_corpus(folder)
-    doc: dict = {"name": name}
+    doc: dict[str, Any] = {"name": name}
     if corpus is not None:
         doc["corpus"] = _recorded_path(corpus, out)
     doc["queries"] = entries

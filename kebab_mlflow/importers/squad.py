@@ -40,10 +40,14 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from kebab_mlflow.errors import CorpusError, InputError, Problem
+
+if TYPE_CHECKING:  # numpy loads with the split
+    import numpy as np
 
 ABSTENTION_RULES = ("unanswerable", "dropped")
 HANGUL_SHARE = 0.3  # of a question's words, from which it is `lang: ko`
@@ -195,7 +199,8 @@ def _check_options(abstain_share: float, test_share: float, abstention: str) -> 
         raise InputError("invalid import-squad options", problems)
 
 
-def _split_by_article(rows: Sequence[QA], test_share: float, rng, source: Path) -> dict[str, str]:
+def _split_by_article(rows: Sequence[QA], test_share: float, rng: np.random.Generator,
+                      source: Path) -> dict[str, str]:
     """title → "train" | "test", the articles in a seeded random order."""
     titles = sorted({r.title for r in rows})
     if len(titles) < 2:
@@ -207,7 +212,7 @@ def _split_by_article(rows: Sequence[QA], test_share: float, rng, source: Path) 
 
 
 def _dropped_paragraphs(paragraphs: dict[str, QA], split_of: dict[str, str],
-                        abstain_share: float, rng) -> set[str]:
+                        abstain_share: float, rng: np.random.Generator) -> set[str]:
     dropped: set[str] = set()
     for split in ("train", "test"):
         pids = sorted(p for p, r in paragraphs.items() if split_of[r.title] == split)
@@ -256,7 +261,7 @@ def _write_split(split: str, members: list[QA], dropped: set[str], left_out: set
                       dropped_paragraphs=len(pids & dropped), left_out=n_left_out)
 
 
-def _entry(r: QA, abstain: bool, lang: str) -> dict:
+def _entry(r: QA, abstain: bool, lang: str) -> dict[str, Any]:
     if abstain:
         return {"id": r.id, "query": r.question, "ask": True, "answerable": False,
                 "query_type": "abstention", "hardcase_categories": ["dropped_paragraph"],
@@ -266,7 +271,7 @@ def _entry(r: QA, abstain: bool, lang: str) -> dict:
             "ask": True, "query_type": "single_doc", "group": r.passage_id, "lang": lang}
 
 
-def _passage_order(pid: str) -> tuple:
+def _passage_order(pid: str) -> tuple[tuple[int, int, str], ...]:
     """Natural order ("2_10" after "2_9"); a part that is a number sorts before one that is not,
     so ids of both kinds ("3_1", "a_1") still compare."""
     return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in pid.split("_"))

@@ -16,9 +16,8 @@ doc ids), ``answer`` (queries with ``ask``), ``run`` (every query).
 from __future__ import annotations
 
 import enum
-import functools
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -99,6 +98,13 @@ _RANK_FAMILIES: Mapping[str, Score] = RANK_FUNCTIONS
 JUDGED_LEVELS = (Level.DOC,)  # chunk judgments are all positive: judged = precision there
 
 
+def _at_cutoff(fn: Callable[[RelevanceTable, int], np.ndarray], k: int) -> Score:
+    def at_k(table: RelevanceTable) -> np.ndarray:
+        return fn(table, k)
+
+    return at_k
+
+
 def _retrieval_metric(family: str, level: Level, k: int | None) -> MetricDef:
     """The definition of a retrieval family at a level (and cut-off, for those that take one)."""
     compute: Score
@@ -106,10 +112,10 @@ def _retrieval_metric(family: str, level: Level, k: int | None) -> MetricDef:
         compute, k = mrr, MRR_CUTOFF
     elif family in _RANK_FAMILIES:
         compute = _RANK_FAMILIES[family]
-    elif family == "judged":
-        compute = functools.partial(judged_at_k, k=k)
+    elif k is None:
+        raise ValueError(f"{family} needs a cut-off")
     else:
-        compute = functools.partial(_CUTOFF_FAMILIES[family], k=k)
+        compute = _at_cutoff(judged_at_k if family == "judged" else _CUTOFF_FAMILIES[family], k)
     return MetricDef(name=retrieval_name(family, level, None if family == "mrr" else k),
                      level=level, family=family, k=k, compute=compute,
                      description=_DESCRIPTIONS[family].format(unit=_UNITS[level], k=k))
@@ -223,7 +229,7 @@ _LEVEL_ORDER = tuple(Level)
 _FAMILY_ORDER = ("hit", "mrr", "map", "r_precision", "ndcg", "precision", "recall", "judged")
 
 
-def display_key(name: str) -> tuple:
+def display_key(name: str) -> tuple[bool, str, int, int, int, str]:
     """Sort key that shows metrics the way people read them: overall metrics before breakdown
     blocks (``by_query_type/...``), then by level (chunk, doc, answer, run), family, and the
     cut-off *as a number* (hit_at_10 before hit_at_100); unknown names last, by name."""
@@ -237,5 +243,5 @@ def display_key(name: str) -> tuple:
     return (bool(block), block, _LEVEL_ORDER.index(m.level), family, k, metric)
 
 
-def display_order(names) -> list[str]:
+def display_order(names: Iterable[str]) -> list[str]:
     return sorted(names, key=display_key)

@@ -10,6 +10,7 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from types import TracebackType
 from typing import TypeVar
 
 
@@ -18,6 +19,27 @@ def cache_root() -> Path:
 
 
 T = TypeVar("T")
+
+
+def cached_number(kind: str, key: str, compute: Callable[[], float]) -> float:
+    """A number derived from content addressed by ``key`` (e.g. a corpus digest), computed once
+    and kept in ``<cache>/<kind>/<key>``; written aside and renamed, so a reader never sees half
+    a file. An unreadable entry is computed again."""
+    path = cache_root() / kind / key
+    try:
+        return float(path.read_text())
+    except (OSError, ValueError):
+        pass
+    value = compute()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        with os.fdopen(fd, "w") as fh:
+            fh.write(repr(value))
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only cache only costs the next run the computation again
+    return value
 
 
 def load_or_build_once(folder: Path, name: str, load: Callable[[], T | None],
@@ -50,7 +72,8 @@ class atomic_folder:  # noqa: N801 - used as a context manager
         self.tmp = Path(tempfile.mkdtemp(dir=self.folder, prefix=".tmp-"))
         return self.tmp
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         try:
             if exc_type is None:
                 for f in self.tmp.iterdir():

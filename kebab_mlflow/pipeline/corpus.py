@@ -7,6 +7,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kebab_mlflow.errors import CorpusError, Problem
 
@@ -88,7 +89,7 @@ def _load_beir(path: Path) -> Corpus:
     return _PARSED_BEIR[key]
 
 
-def _string(record: dict, key: str) -> str:
+def _string(record: dict[str, Any], key: str) -> str:
     """A record's text or title: a string, or absent/null (""). A number, list or mapping is
     refused rather than turned into text with ``str()`` (it means the file is not what it
     claims to be)."""

@@ -48,6 +48,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from pathlib import Path
+from typing import Any
 
 from kebab_mlflow.config import KOREAN_INSTALL_HINT, TOKENIZERS
 from kebab_mlflow.errors import ConfigError
@@ -65,7 +66,7 @@ _LONE_CAPITAL_RE = re.compile(r"[(\"'\[]*[A-Z]\.")
 
 
 @lru_cache(maxsize=1)
-def _stemmer():
+def _stemmer() -> Any:  # a PyStemmer Stemmer
     import Stemmer  # PyStemmer
 
     return Stemmer.Stemmer("english")
@@ -78,10 +79,11 @@ def stop_words() -> frozenset[str]:
     SciPy and costs about 1 s on every search process, for a constant. Falls back to the usual
     import if a scikit-learn release moves the module."""
     try:
-        package = importlib.util.find_spec("sklearn")  # finds the package, does not run it
+        # Any: a missing package or spec (None) raises AttributeError / TypeError, caught below
+        package: Any = importlib.util.find_spec("sklearn")  # finds the package, does not run it
         path = Path(package.submodule_search_locations[0], "feature_extraction",
                     "_stop_words.py")
-        spec = importlib.util.spec_from_file_location("_kebab_stop_words", path)
+        spec: Any = importlib.util.spec_from_file_location("_kebab_stop_words", path)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         return frozenset(module.ENGLISH_STOP_WORDS)
@@ -152,7 +154,7 @@ def kiwi_version() -> str:
                           f"installed: {KOREAN_INSTALL_HINT}") from None
 
 
-def _kiwi():
+def _kiwi() -> Any:  # a kiwipiepy Kiwi
     """The process's one Kiwi (slow to load: once, lazily, whichever thread asks first)."""
     global _kiwi_instance
     with _kiwi_lock:
@@ -210,7 +212,7 @@ def _multilingual(text: str) -> list[str]:
     return _morphemes(text, hangul_only=True) + _cjk_bigram(_HANGUL_RUN.sub(" ", text))
 
 
-def _split_runs(text: str, runs_re: re.Pattern, analyze: Callable[[list[str]], list[str]],
+def _split_runs(text: str, runs_re: re.Pattern[str], analyze: Callable[[list[str]], list[str]],
                 ) -> list[str]:
     """``analyze`` over the runs that ``runs_re`` finds, ``english`` over the text between
     them (a run becomes a space, so words on either side stay apart). The runs' tokens come
@@ -271,13 +273,15 @@ def hangul_share(texts: Iterable[str]) -> float:
     return hangul / words if words else 0.0
 
 
-def resolve_tokenizer(name: str, texts: Iterable[str]) -> str:
+def resolve_tokenizer(name: str, corpus_hangul_share: Callable[[], float]) -> str:
     """``auto`` → ``multilingual`` for a corpus whose words are at least ``KOREAN_SHARE``
-    Hangul (mostly Korean, or a mixed knowledge base), else ``english``; a named one as is."""
+    Hangul (mostly Korean, or a mixed knowledge base), else ``english``; a named one as is.
+    ``corpus_hangul_share`` (:func:`hangul_share` of the corpus, or its cached value) is called
+    only for ``auto``."""
     if name != AUTO:
         tokenizer_version(name)
         return name
-    return "multilingual" if hangul_share(texts) >= KOREAN_SHARE else "english"
+    return "multilingual" if corpus_hangul_share() >= KOREAN_SHARE else "english"
 
 
 # --- quotable units of markdown ----------------------------------------------------------------

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from kebab_mlflow.errors import ReplyError
+from kebab_mlflow.errors import ReplyError as ReplyError  # re-exported: the targets raise it
 from kebab_mlflow.records import Answer, Hit
 
 ERROR_SNIPPET = 200
@@ -75,7 +75,7 @@ def _hit_problems(item: Mapping[str, Any]) -> list[str]:
         problems.append("missing 'score'")
     elif not _is_number(score):
         problems.append(f"'score' is a {type_name(score)}, not a number")
-    elif not math.isfinite(score):
+    elif not math.isfinite(float(score)):
         problems.append(f"'score' is {score}, not a finite number")
     text = item.get("text")
     if text is not None and not isinstance(text, str):
@@ -105,7 +105,7 @@ def parse_answer(obj: Any) -> Answer | None:
         problems.append(f"'confidence' is {confidence!r}, not a number in [0, 1] or null")
     if problems:
         raise ReplyError("bad answer: " + "; ".join(problems))
-    return Answer(text=text, citations=tuple(citations), refusal_reason=refusal,
+    return Answer(text=str(text), citations=tuple(citations), refusal_reason=refusal,
                   confidence=None if confidence is None else float(confidence))
 
 

@@ -48,7 +48,7 @@ def logged_metrics(aggregate: Aggregate, log_breakdowns: bool) -> dict[str, floa
     return {**headline, **ordered(rest)}
 
 
-def breakdown_table(aggregate: Aggregate) -> dict[str, list]:
+def breakdown_table(aggregate: Aggregate) -> dict[str, list[Any]]:
     """Every breakdown value, nulls included, as columns ``block, group, metric, value,
     mlflow_metric`` (the last is the metric name ``--log-breakdowns`` logs it under)."""
     rows: list[tuple[str, str, str, float | None, str]] = []

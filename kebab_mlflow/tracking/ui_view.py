@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from typing import Any
 from urllib.parse import urlencode
 
 from kebab_mlflow.metrics.registry import display_order
@@ -70,7 +71,7 @@ def column_width(metric: str) -> int:
     return min(180, max(100, round(6.8 * len(metric)) + 36))
 
 
-def view_state(metrics: Iterable[str]) -> dict:
+def view_state(metrics: Iterable[str]) -> dict[str, Any]:
     """The runs page's settings: the metric columns first, then Models, Dataset and the
     golden version (name@short digest)."""
     metrics = list(metrics)
