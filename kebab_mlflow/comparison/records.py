@@ -28,6 +28,8 @@ class Verdict(enum.StrEnum):
     SAME = "Same"
     REGRESSED = "Regressed"
     INCONCLUSIVE = "Inconclusive"
+    # the verdict flips between the bounds for unjudged hits (compare --unjudged gate)
+    INCONCLUSIVE_UNJUDGED = "Inconclusive (unjudged)"
 
 
 class QueryKind(enum.StrEnum):
@@ -180,8 +182,8 @@ class Comparison:
     @property
     def exit_code(self) -> int:
         """0 Better or Same; 1 Regressed or Inconclusive (a CI step should fail on both)."""
-        return 1 if self.verdict in (Verdict.REGRESSED, Verdict.INCONCLUSIVE) or \
-            self.verdict.startswith(Verdict.INCONCLUSIVE) else 0  # "Inconclusive (unjudged)"
+        return 1 if self.verdict in (Verdict.REGRESSED, Verdict.INCONCLUSIVE,
+                                     Verdict.INCONCLUSIVE_UNJUDGED) else 0
 
     @property
     def primary(self) -> MetricResult:

@@ -13,12 +13,12 @@ from __future__ import annotations
 import enum
 from dataclasses import replace
 
-from kebab_mlflow.comparison.records import CompareOptions, Comparison, RunSide
+from kebab_mlflow.comparison.records import CompareOptions, Comparison, RunSide, Verdict
 from kebab_mlflow.evaluation.bounds import optimistic_golden, unjudged_docs
 from kebab_mlflow.evaluation.rescore import RecordedRun, rescore
 from kebab_mlflow.golden import GoldenSet
 
-INCONCLUSIVE_UNJUDGED = "Inconclusive (unjudged)"
+INCONCLUSIVE_UNJUDGED = Verdict.INCONCLUSIVE_UNJUDGED
 
 
 class UnjudgedMode(enum.StrEnum):
