@@ -28,6 +28,7 @@ _PUBLIC = {
     "Aggregate": "kebab_mlflow.metrics.aggregate",
     "log_run": "kebab_mlflow.app.run",
     "compare": "kebab_mlflow.api",
+    "rescore": "kebab_mlflow.api",
     "run_sweep": "kebab_mlflow.api",
     "tune": "kebab_mlflow.api",
     "CompareOptions": "kebab_mlflow.comparison.records",

@@ -29,6 +29,13 @@ BACKEND_TAG: Final = "kebab.backend"
 PRIVATE: Final = "kebab.private"  # "true": no golden-set text in any output
 PRIMARY_METRIC: Final = "kebab.primary_metric"
 BASELINE_RUN_ID: Final = "kebab.baseline_run_id"  # on the experiment: `baseline` marks it
+GOLDEN_PATH: Final = "kebab.golden_path"  # the golden file read (never a private set's)
+GOLDEN_VERSION: Final = "kebab.golden_version"  # golden name@short digest (runs, the UI)
+
+# --- tags of a rescore run (kind rescore: a stored run under another golden version) -------
+RESCORED_FROM: Final = "kebab.rescored_from"  # the source run's id
+RESCORED_FROM_GOLDEN_SHA256: Final = "kebab.rescored_from_golden_sha256"
+RESCORE_DROPPED_QUERIES: Final = "kebab.rescore_dropped_queries"  # with --intersect
 
 # --- tags compare writes on the candidate run --------------------------------------------
 VERDICT: Final = "kebab.verdict"
@@ -85,6 +92,7 @@ class RunKind(enum.StrEnum):
     EVAL = "eval"
     SWEEP = "sweep"
     TUNE = "tune"
+    RESCORE = "rescore"  # a stored run rescored under another golden version
 
 
 class TuneRole(enum.StrEnum):

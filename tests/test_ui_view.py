@@ -33,11 +33,12 @@ def test_the_view_tag_is_the_envelope_the_ui_reads_with_metrics_as_columns():
     # display order (hit_at_1, hit_at_5, mrr), not the order given; Models and Dataset after
     assert state["selectedColumns"] == ["metrics.`hit_at_1`", "metrics.`hit_at_5`",
                                         "metrics.`mrr`", "attributes.`Models`",
-                                        "attributes.`Dataset`"]
+                                        "attributes.`Dataset`", "tags.`kebab.golden_version`"]
     # the metrics right after the run name and its date, before the attributes
     assert state["columnOrder"] == ["attributes.`Run Name`", "runDateAndNestInfo",
                                     "metrics.`hit_at_1`", "metrics.`hit_at_5`", "metrics.`mrr`",
-                                    "attributes.`Models`", "attributes.`Dataset`", "duration"]
+                                    "attributes.`Models`", "attributes.`Dataset`",
+                                    "tags.`kebab.golden_version`", "duration"]
     assert set(state) <= {"selectedColumns", "columnOrder", "columnWidths"}
     assert state["columnWidths"]["metrics.`mrr`"] == 100  # the UI's default, for short names
     assert 100 < ui_view.column_width("ndcg_at_10_doc") < ui_view.column_width(

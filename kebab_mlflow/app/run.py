@@ -67,6 +67,14 @@ from kebab_mlflow.tracking.traces import (
 )
 from kebab_mlflow.vocabulary import RunStatus
 
+SHORT_DIGEST = 8  # hex digits of a golden version's digest shown beside its name
+
+
+def golden_version(golden: GoldenSet) -> str:
+    """How a golden version is shown (runs, the UI's runs page): its name and short digest."""
+    return f"{golden.name}@{golden.digest[:SHORT_DIGEST]}"
+
+
 DEFAULT_CORPUS = "fixtures/kb"
 
 
@@ -173,7 +181,11 @@ def _check_primary_metric(golden: GoldenSet, cutoffs: Sequence[int]) -> None:
 def run_tags(golden: GoldenSet, source: PipelineSource,
              extra: Mapping[str, str] | None = None) -> dict[str, str]:
     primary = {vocab.PRIMARY_METRIC: golden.primary_metric} if golden.primary_metric else {}
-    return {**provenance_tags(vocab.RunKind.EVAL), vocab.GOLDEN_SHA256: golden.digest,
+    # where the golden version was read: rescore and compare name it (never a private set's)
+    path = {} if golden.private or not golden.path else {
+        vocab.GOLDEN_PATH: names.fit(golden.path, names.MAX_INPUT_TAG_VALUE)}
+    return {**provenance_tags(vocab.RunKind.EVAL), vocab.GOLDEN_SHA256: golden.digest, **path,
+            vocab.GOLDEN_VERSION: golden_version(golden),
             vocab.CONFIG_SHA256: source.config_digest(), vocab.PRESET_TAG: source.preset,
             vocab.PRIVATE: str(golden.private).lower(), **primary, **dict(extra or {})}
 

@@ -10,6 +10,7 @@ mlflow.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -28,6 +29,50 @@ class Format(StrEnum):
     md = "md"
     json = "json"
     junit = "junit"
+
+
+RescoreOpt = Annotated[bool, typer.Option(
+    "--rescore", help="runs of different golden versions: rescore the baseline in memory under "
+    "the candidate's golden set (nothing logged for the baseline)")]
+GoldenOpt = Annotated[Path | None, typer.Option(
+    help="with --rescore: the candidate's golden-set file (default: the path its run recorded)")]
+
+
+class Unjudged(StrEnum):
+    gate = "gate"
+    report = "report"
+    off = "off"
+
+
+UnjudgedOpt = Annotated[Unjudged, typer.Option(
+    "--unjudged",
+    help="bounds for unjudged hits (both runs rescored with the unjudged documents in their "
+    "top 10 counted relevant): report them (default), gate (Inconclusive (unjudged), exit 1, "
+    "when the verdict flips within them) or off")]
+
+
+def _decided(base_side: Any, cand_side: Any, options: Any, rescore: bool,
+             golden: Path | None, unjudged: Unjudged) -> Any:
+    """The comparison: --rescore's baseline (comparison/rescoring.py), then the verdict, then
+    the bounds for unjudged hits (comparison/unjudged.py)."""
+    from kebab_mlflow import comparison as cmp
+    from kebab_mlflow.comparison.rescoring import candidate_golden, with_rescored_baseline
+    from kebab_mlflow.comparison.unjudged import UnjudgedMode, with_unjudged_bounds
+    from kebab_mlflow.errors import InputError
+
+    if rescore:
+        base_side = with_rescored_baseline(base_side, cand_side, golden)
+    result = cmp.compare_runs(base_side, cand_side, options)
+    if unjudged is Unjudged.off or result.level not in ("doc", "chunk+doc"):
+        return result
+    try:
+        golden_set = candidate_golden(cand_side, golden)
+    except InputError as exc:
+        if unjudged is Unjudged.gate:
+            raise
+        return replace(result, notes=(*result.notes, f"no bounds for unjudged hits: {exc}"))
+    return with_unjudged_bounds(result, base_side, cand_side, golden_set, options,
+                                UnjudgedMode(unjudged.value))
 
 
 @app.command()
@@ -62,6 +107,7 @@ def compare(
         help="refuse (exit 2) doc-level fallback, commit skew and dirty trees")] = False,
     allow_golden_mismatch: Annotated[bool, typer.Option(
         help="compare the shared query ids of different golden sets")] = False,
+    rescore: RescoreOpt = False, golden: GoldenOpt = None, unjudged: UnjudgedOpt = Unjudged.report,
     fmt: Annotated[Format, typer.Option("--format", help="output format")] = Format.table,
     out_file: Annotated[Path | None, typer.Option(
         "--out", help="write the output to FILE instead of stdout")] = None,
@@ -90,16 +136,18 @@ def compare(
                                  abstention_gate=abstention_gate, alternative=alternative,
                                  count_flaky=count_flaky)
     _execute(Tracker(tracking_uri), experiment, (baseline, candidate), options,
-             (fmt, wide, out_file), no_log)
+             (fmt, wide, out_file), no_log, (rescore, golden, unjudged))
 
 
 def _execute(tracker: Any, experiment: str, refs: tuple[str, str], options: CompareOptions,
-             output: tuple[Format, bool, Path | None], no_log: bool) -> None:
+             output: tuple[Format, bool, Path | None], no_log: bool,
+             versions: tuple[bool, Path | None, Unjudged]) -> None:
+    """``versions``: --rescore, --golden, --unjudged (golden versions, issue 30)."""
     from kebab_mlflow import comparison as cmp
 
     fmt, wide, out_file = output
     base_side, cand_side = cmp.load_pair(tracker, experiment, *refs)
-    result = cmp.compare_runs(base_side, cand_side, options)
+    result = _decided(base_side, cand_side, options, *versions)
     _emit(_render(result, fmt, wide, to_file=out_file is not None), out_file)
     _step_summary(result)
     if not no_log:

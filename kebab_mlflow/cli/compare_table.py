@@ -22,6 +22,7 @@ from kebab_mlflow.formatting import number
 NARROW_QUERIES = 20
 SHORT_ID = 8
 _STYLE = {Verdict.BETTER: "green", Verdict.SAME: "cyan", Verdict.INCONCLUSIVE: "bold yellow",
+          Verdict.INCONCLUSIVE_UNJUDGED: "bold yellow",
           Verdict.REGRESSED: "bold red"}
 
 

@@ -16,6 +16,7 @@ from kebab_mlflow.vocabulary import RunStatus
 RUNS_METRICS = ("hit_at_5", "mrr", "ndcg_at_10_doc", "map_doc", "recall_at_10_doc",
                 "recall_at_100_doc", "contains_all")
 SHORT_ID = 8
+FIXED = 5  # name, run id, status, preset, golden: the columns before the metrics
 NAME_WIDTH = 18  # at a terminal, longer run names fold onto a second line
 
 
@@ -49,15 +50,16 @@ def runs(
     metrics = [m for m in RUNS_METRICS if any(r.metrics.get(m) is not None for r in found)]
     verdicts = any(r.tags.get(vocab.VERDICT) for r in found)  # else no column of blanks
     full = wide or not out.is_terminal
-    rows = [_run_row(r, baseline, metrics, full)[:4 + len(metrics) + verdicts] for r in found]
-    columns = ["name", "run id", "status", "preset", *map(short_header, metrics),
+    rows = [_run_row(r, baseline, metrics, full)[:FIXED + len(metrics) + verdicts]
+            for r in found]
+    columns = ["name", "run id", "status", "preset", "golden", *map(short_header, metrics),
                *(["verdict"] if verdicts else [])]
     shown, hidden = _fit(columns, rows, None if full else out.width)
     console = _unbounded_console(out.is_terminal) if full else out
     console.print(_runs_table(f"runs in {experiment} (* = baseline)", columns, rows, shown,
                               full))
     if hidden:
-        names = [metrics[i - 4] for i in hidden]
+        names = [metrics[i - FIXED] for i in hidden]
         console.print(f"not shown at {out.width} columns: {', '.join(names)} "
                       "(--wide shows every column and full run ids)", highlight=False)
 
@@ -68,22 +70,32 @@ def _run_row(r, baseline: str | None, metrics: list[str], full: bool) -> list[st
     kind = r.tags.get(vocab.KIND, "")
     preset = r.params.get(vocab.PRESET, "") if kind in ("", vocab.RunKind.EVAL) else kind
     return [("* " if r.run_id == baseline else "") + (r.run_name or ""),
-            r.run_id if full else r.run_id[:SHORT_ID], r.status, preset,
+            r.run_id if full else r.run_id[:SHORT_ID], r.status, preset, _golden_version(r),
             *(number(r.metrics.get(m)) for m in metrics), r.tags.get(vocab.VERDICT, "")]
+
+
+def _golden_version(r: Any) -> str:
+    """The run's golden set as name@short digest (older runs: from the param and digest)."""
+    if r.tags.get("kebab.golden_version"):
+        return str(r.tags["kebab.golden_version"])
+    digest = r.tags.get("kebab.golden_sha256", "")
+    name = r.params.get("golden_set", "")
+    return f"{name}@{digest[:8]}" if name and digest else name
 
 
 
 def _fit(columns: list[str], rows: list[list[str]], width: int | None
          ) -> tuple[list[int], list[int]]:
     """Indices of the columns to show within ``width`` (None: all) and of the metric columns
-    left out, rightmost metrics first; name, id, status, preset and verdict always stay."""
+    left out, rightmost metrics first; name, id, status, preset, golden and verdict always
+    stay."""
     def size(i: int) -> int:
         cells = [line for c in [columns[i], *(r[i] for r in rows)] for line in c.split("\n")]
         widest = max(len(c) for c in cells)
         return (min(widest, NAME_WIDTH) if i == 0 else widest) + 2  # padding and separator
 
     keep = list(range(len(columns)))
-    metric_cols = [i for i in range(4, len(columns)) if columns[i] != "verdict"]
+    metric_cols = [i for i in range(FIXED, len(columns)) if columns[i] != "verdict"]
     hidden: list[int] = []
     while width is not None and metric_cols and sum(map(size, keep)) + 2 > width:
         dropped = metric_cols.pop()
@@ -100,8 +112,9 @@ def _runs_table(title: str, columns: list[str], rows: list[list[str]], shown: li
     t = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False,
               padding=(0, 1), collapse_padding=True, title_justify="left")
     for i in shown:
-        t.add_column(columns[i], overflow="fold", justify="left" if i < 4 or columns[i] == "verdict"
-                     else "right", no_wrap=i in (1, 2),
+        left = i < FIXED or columns[i] == "verdict"
+        t.add_column(columns[i], overflow="fold", justify="left" if left else "right",
+                     no_wrap=i in (1, 2),
                      max_width=NAME_WIDTH if i == 0 and not full else None)
     for r in rows:
         t.add_row(*(r[i] for i in shown))
@@ -152,12 +165,16 @@ def baseline_set(
     run_ref: Annotated[str, typer.Argument(metavar="RUN")],
     experiment: Experiment = "kebab-eval",
     tracking_uri: TrackingUri = None,
+    force: Annotated[bool, typer.Option(
+        help="mark RUN even if it was scored on another golden version than the current "
+        "baseline")] = False,
 ) -> None:
-    """Mark RUN as the experiment's baseline (what @baseline resolves to)."""
+    """Mark RUN as the experiment's baseline (what @baseline resolves to); a run of another
+    golden version than the current baseline's needs --force (exit 2 without)."""
     from kebab_mlflow.tracking.references import set_baseline
     from kebab_mlflow.tracking.store import Tracker
 
-    r = set_baseline(Tracker(tracking_uri), experiment, run_ref)
+    r = set_baseline(Tracker(tracking_uri), experiment, run_ref, force=force)
     typer.echo(f"baseline of {experiment} is now {r.run_id} ({r.run_name})")
 
 

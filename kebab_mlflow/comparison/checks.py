@@ -101,8 +101,18 @@ def check_golden(baseline: RunSide, candidate: RunSide, options: CompareOptions)
             f"{(g_cand or 'unknown')[:12]})")
     if options.allow_golden_mismatch:
         return Findings(warnings=(f"{what}: comparing the shared query ids only",))
-    return Findings(problems=(Problem(f"{what}; pass --allow-golden-mismatch to compare the "
-                                      "shared query ids", GOLDEN_SET),))
+    return Findings(problems=(Problem(f"{what}; {_golden_advice(baseline, candidate)}",
+                                      GOLDEN_SET),))
+
+
+def _golden_advice(baseline: RunSide, candidate: RunSide) -> str:
+    """How to compare two runs of different golden versions: rescore the baseline under the
+    candidate's version (issue 30), or compare the shared ids as they were scored."""
+    path = candidate.tags.get(vocab.GOLDEN_PATH) or "CANDIDATE_GOLDEN.yaml"
+    return (f"rescore the baseline under the candidate's golden version: `kebab-mlflow compare "
+            f"--rescore` (in memory) or `kebab-mlflow rescore {baseline.run_id} --golden "
+            f"{path}` (a derived run); `kebab-mlflow golden diff` shows what changed; "
+            "--allow-golden-mismatch compares the shared query ids as they were scored")
 
 
 def check_chunk_ids(baseline: RunSide, candidate: RunSide, options: CompareOptions

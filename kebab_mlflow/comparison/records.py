@@ -29,6 +29,8 @@ class Verdict(enum.StrEnum):
     SAME = "Same"
     REGRESSED = "Regressed"
     INCONCLUSIVE = "Inconclusive"
+    # the verdict flips between the bounds for unjudged hits (compare --unjudged gate)
+    INCONCLUSIVE_UNJUDGED = "Inconclusive (unjudged)"
 
 
 class QueryKind(enum.StrEnum):
@@ -192,7 +194,8 @@ class Comparison:
     @property
     def exit_code(self) -> int:
         """0 Better or Same; 1 Regressed or Inconclusive (a CI step should fail on both)."""
-        return 1 if self.verdict in (Verdict.REGRESSED, Verdict.INCONCLUSIVE) else 0
+        return 1 if self.verdict in (Verdict.REGRESSED, Verdict.INCONCLUSIVE,
+                                     Verdict.INCONCLUSIVE_UNJUDGED) else 0
 
     @property
     def primary(self) -> MetricResult:

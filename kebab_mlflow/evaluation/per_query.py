@@ -112,6 +112,7 @@ class PerQueryRow:
     abstention: str | None = None  # an unanswerable ask query's AbstentionOutcome
     flip_rate: float | None = None  # run --repeat: share of repeats off the modal outcome
     evidence: tuple[dict[str, Any], ...] | None = None  # how its evidence spans resolved
+    truncated_hits: int = 0  # hits past k the pipeline returned (dropped); rescore replays it
 
 
 def read_per_query(path: Path, shown_as: str | None = None) -> Iterator[PerQueryRow]:
@@ -182,10 +183,14 @@ def _row(raw: bytes, where: str) -> PerQueryRow:
     if evidence is not None and not (isinstance(evidence, list)
                                      and all(isinstance(e, dict) for e in evidence)):
         problems.append(Problem("'evidence' must be a list of objects", where))
+    truncated = rec.get("truncated_hits", 0)
+    if not isinstance(truncated, int) or isinstance(truncated, bool) or truncated < 0:
+        problems.append(Problem("'truncated_hits' must be an integer >= 0", where))
     if problems:
         raise PerQueryError("unreadable per_query.jsonl", problems)
     return PerQueryRow(id=rec["id"], query=query, hits=tuple(hits), answer=answer, scores=scores,
                        latency_ms=float(latency), error=error,
                        first_relevant_rank=first, abstention=abstention,
                        flip_rate=None if flip is None else float(flip),
-                       evidence=None if evidence is None else tuple(evidence))
+                       evidence=None if evidence is None else tuple(evidence),
+                       truncated_hits=truncated)

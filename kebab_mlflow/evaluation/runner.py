@@ -182,6 +182,8 @@ def warm_up(pipeline: Any) -> float | None:
 
 def _batch_results(pipeline: Any, batch: Sequence[GoldenQuery], depth: int
                    ) -> list[QueryResult]:
+    if hasattr(pipeline, "replay"):  # a recorded run's results (evaluation/rescore.py)
+        return list(pipeline.replay(batch, depth))
     if hasattr(pipeline, "run_many"):  # targets that search and answer in one call
         return _run_many(pipeline, batch, depth)
     return [_answer(pipeline, q, *searched, depth)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from kebab_mlflow import vocabulary as vocab
-from kebab_mlflow.errors import RunNotFoundError
+from kebab_mlflow.errors import InputError, RunNotFoundError
 from kebab_mlflow.records import RunRecord
 from kebab_mlflow.tracking.store import BASELINE_TAG, Tracker
 from kebab_mlflow.vocabulary import RunStatus
@@ -57,7 +57,9 @@ def resolve_run(tracker: Tracker, experiment: str, ref: str) -> RunRecord:
     return runs[0]
 
 
-def set_baseline(tracker: Tracker, experiment: str, ref: str) -> RunRecord:
+def set_baseline(tracker: Tracker, experiment: str, ref: str, force: bool = False) -> RunRecord:
+    """Mark ``ref`` as the baseline; a run of another golden version than the current
+    baseline's needs ``force`` (compare would refuse the pair, or need --rescore)."""
     run = resolve_run(tracker, experiment, ref)
     if run.status != RunStatus.FINISHED:
         raise RunNotFoundError(f"run {run.run_id} is {run.status}; only a FINISHED "
@@ -67,5 +69,26 @@ def set_baseline(tracker: Tracker, experiment: str, ref: str) -> RunRecord:
         raise RunNotFoundError(f"run {run.run_id} is in experiment "
                                f"{tracker.experiment_name(run.experiment_id)!r}, not "
                                f"{experiment!r}; pass --experiment to mark it there")
+    if not force:
+        _check_same_golden(tracker, exp, run)
     tracker.set_experiment_tag(exp, BASELINE_TAG, run.run_id)
     return run
+
+
+def _check_same_golden(tracker: Tracker, experiment_id: str, run: RunRecord) -> None:
+    current_id = tracker.experiment_tag(experiment_id, BASELINE_TAG)
+    current = tracker.find_run(current_id) if current_id else None
+    if current is None or current.run_id == run.run_id:
+        return
+    old, new = (r.tags.get("kebab.golden_sha256", "unknown") for r in (current, run))
+    if old != new:
+        raise InputError(
+            f"run {run.run_id} was scored on golden version {_version(run)}, the current "
+            f"baseline {current.run_id} on {_version(current)}: pass --force to make it the "
+            "baseline anyway (compare against it then needs --rescore or a rescored run: "
+            f"`kebab-mlflow rescore {current.run_id} --golden ...`)")
+
+
+def _version(run: RunRecord) -> str:
+    name = run.params.get("golden_set", "?")
+    return f"{name}@{run.tags.get('kebab.golden_sha256', 'unknown')[:8]}"

@@ -43,6 +43,7 @@ CREATED_COLUMN = "runDateAndNestInfo"
 DURATION_COLUMN = "duration"
 MODELS_COLUMN = "attributes.`Models`"
 DATASET_COLUMN = "attributes.`Dataset`"
+GOLDEN_VERSION_COLUMN = "tags.`kebab.golden_version`"  # golden name@short digest (issue 30)
 DATASET_WIDTH = 220  # px; the UI's default 300 leaves room for two metrics fewer
 MAX_METRIC_COLUMNS = 60  # the UI refuses a saved view over 20,000 characters
 
@@ -71,13 +72,14 @@ def column_width(metric: str) -> int:
 
 
 def view_state(metrics: Iterable[str]) -> dict[str, Any]:
-    """The runs page's settings: the metric columns first, then Models and Dataset."""
+    """The runs page's settings: the metric columns first, then Models, Dataset and the
+    golden version (name@short digest)."""
     metrics = list(metrics)
     shown = [metric_column(m) for m in metrics]
     widths = {metric_column(m): column_width(m) for m in metrics}
-    return {"selectedColumns": [*shown, MODELS_COLUMN, DATASET_COLUMN],
+    return {"selectedColumns": [*shown, MODELS_COLUMN, DATASET_COLUMN, GOLDEN_VERSION_COLUMN],
             "columnOrder": [RUN_NAME_COLUMN, CREATED_COLUMN, *shown, MODELS_COLUMN,
-                            DATASET_COLUMN, DURATION_COLUMN],
+                            DATASET_COLUMN, GOLDEN_VERSION_COLUMN, DURATION_COLUMN],
             "columnWidths": {**widths, DATASET_COLUMN: DATASET_WIDTH}}
 
 

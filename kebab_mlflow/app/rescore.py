@@ -1,0 +1,77 @@
+"""``kebab-mlflow rescore RUN --golden NEW.yaml``: a stored run under another golden version.
+
+The source run's ``per_query.jsonl`` is downloaded, checked against its recorded sha256 and
+replayed through the query loop (evaluation/rescore.py); the result is logged as a derived run
+in the source run's experiment: the same metric names and params, tags ``kebab.kind =
+rescore``, ``kebab.rescored_from`` (the source run id) and the new golden digest, linked to the
+same LoggedModel (one per version snapshot, tracking/layout.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kebab_mlflow import vocabulary as vocab
+from kebab_mlflow.errors import InputError, Problem
+from kebab_mlflow.evaluation.per_query import read_per_query
+from kebab_mlflow.evaluation.rescore import RecordedRun, Rescored, rescore
+from kebab_mlflow.files import file_digest
+from kebab_mlflow.golden import GoldenSet
+from kebab_mlflow.records import RunRecord
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoggedRescore:
+    """A rescore logged as a run: its id and experiment, and the in-memory rescore."""
+
+    run_id: str
+    experiment: str
+    rescored: Rescored
+
+
+def load_recorded(tracker: Any, experiment: str, ref: str) -> tuple[RunRecord, RecordedRun]:
+    """The run ``ref`` and its rows, refused unless it is a FINISHED eval (or rescore) run
+    whose ``per_query.jsonl`` matches its recorded digest."""
+    from kebab_mlflow.tracking.references import resolve_run
+
+    run = resolve_run(tracker, experiment, ref)
+    problems = []
+    if run.status != vocab.RunStatus.FINISHED:
+        problems.append(Problem(f"run {run.run_id} ({run.run_name}) is {run.status}; only "
+                                "FINISHED runs can be rescored"))
+    if run.tags.get(vocab.KIND) not in (vocab.RunKind.EVAL, vocab.RunKind.RESCORE):
+        problems.append(Problem(f"run {run.run_id} ({run.run_name}) is a "
+                                f"{run.tags.get('kebab.kind', 'non-kebab')} run, not an eval"))
+    if problems:
+        raise InputError(f"cannot rescore {ref}", problems)
+    with tempfile.TemporaryDirectory(prefix="kebab-rescore-") as tmp:
+        path = tracker.download_artifact(run.run_id, "per_query.jsonl", Path(tmp))
+        if file_digest(path) != run.tags.get(vocab.PER_QUERY_SHA256):
+            raise InputError(f"run {run.run_id}'s per_query.jsonl does not match its "
+                             "kebab.per_query_sha256 tag: it cannot be replayed")
+        rows = tuple(read_per_query(path))
+    return run, RecordedRun(run_id=run.run_id, rows=rows, params=dict(run.params),
+                            tags=dict(run.tags))
+
+
+def rescore_run(tracker: Any, experiment: str, ref: str, golden: GoldenSet, *,
+                intersect: bool = False, run_name: str | None = None) -> LoggedRescore:
+    """Rescore the stored run ``ref`` under ``golden`` and log the derived run."""
+    from kebab_mlflow.app.run import log_run
+
+    run, recorded = load_recorded(tracker, experiment, ref)
+    rescored = rescore(recorded, golden, intersect=intersect)
+    run_experiment = tracker.experiment_name(run.experiment_id) or experiment
+    tags = {vocab.KIND: vocab.RunKind.RESCORE, vocab.RESCORED_FROM: run.run_id,
+            vocab.RESCORED_FROM_GOLDEN_SHA256: run.tags.get(vocab.GOLDEN_SHA256, "unknown")}
+    if rescored.dropped_new:
+        tags[vocab.RESCORE_DROPPED_QUERIES] = str(len(rescored.dropped_new))
+    name = run_name or f"{run.run_name} rescored on {golden.name}@{golden.digest[:8]}"
+    run_id = log_run(rescored.result, experiment=run_experiment, tracking_uri=tracker.uri,
+                     run_name=name, extra_tags=tags)
+    return LoggedRescore(run_id=run_id, experiment=run_experiment,
+                         rescored=dataclasses.replace(rescored))

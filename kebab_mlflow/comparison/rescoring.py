@@ -1,0 +1,57 @@
+"""``compare --rescore``: the baseline rescored in memory under the candidate's golden version
+(evaluation/rescore.py), so two runs of different golden versions compare on the same
+judgments. Nothing is logged for the baseline."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from kebab_mlflow.comparison.records import RunSide
+from kebab_mlflow.errors import InputError, Problem
+from kebab_mlflow.evaluation.rescore import RecordedRun, rescore
+from kebab_mlflow.golden import GoldenSet, load_golden_set
+
+GOLDEN_PATH_TAG = "kebab.golden_path"
+
+
+def candidate_golden(candidate: RunSide, path: str | Path | None = None) -> GoldenSet:
+    """The candidate's golden version: ``path`` (``--golden``), else the file its run
+    recorded (tag ``kebab.golden_path``); refused unless its digest is the candidate's."""
+    where = path or candidate.tags.get(GOLDEN_PATH_TAG)
+    if not where:
+        raise InputError(f"run {candidate.run_id} recorded no golden path (a private set, or "
+                         "a run older than kebab.golden_path): pass --golden with the "
+                         "candidate's golden-set file")
+    golden = load_golden_set(where)
+    recorded = candidate.tags.get("kebab.golden_sha256")
+    if golden.digest != recorded:
+        raise InputError("the golden file is not the candidate's golden version", [Problem(
+            f"{where} has sha256 {golden.digest[:12]}, run {candidate.run_id} was scored on "
+            f"{(recorded or 'unknown')[:12]}; pass --golden with the file it was scored on",
+            str(where))])
+    return golden
+
+
+def rescored_baseline(baseline: RunSide, golden: GoldenSet) -> RunSide:
+    """``baseline`` as if it had been scored on ``golden``: its recorded hits and answers
+    rescored; the same run id and name (marked), the new digests."""
+    recorded = RecordedRun(run_id=baseline.run_id, rows=baseline.rows,
+                           params=baseline.params, tags=baseline.tags)
+    result = rescore(recorded, golden, quiet=True).result
+    tags = {**baseline.tags, "kebab.golden_sha256": golden.digest,
+            "kebab.per_query_sha256": result.per_query_sha256,
+            "kebab.rescored_from_golden_sha256": baseline.tags.get("kebab.golden_sha256", "")}
+    params = {**baseline.params, **{k: str(v) for k, v in result.params().items()}}
+    return replace(baseline, name=f"{baseline.name} (rescored on {golden.name}@"
+                   f"{golden.digest[:8]})", params=params, tags=tags, rows=result.rows(),
+                   per_query_sha256=result.per_query_sha256)
+
+
+def with_rescored_baseline(baseline: RunSide, candidate: RunSide,
+                           golden_path: str | Path | None = None) -> RunSide:
+    """The baseline to compare: itself when both sides share a golden version, else rescored
+    under the candidate's."""
+    if baseline.tags.get("kebab.golden_sha256") == candidate.tags.get("kebab.golden_sha256"):
+        return baseline
+    return rescored_baseline(baseline, candidate_golden(candidate, golden_path))
