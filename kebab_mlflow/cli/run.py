@@ -84,7 +84,7 @@ def run(
     """Run the golden set through a pipeline and record the eval as one MLflow run."""
     from kebab_mlflow.cli.console import err, metrics_table, print_ui_hint
     from kebab_mlflow.config import parse_overrides
-    from kebab_mlflow.evaluation.report import headline, ordered
+    from kebab_mlflow.evaluation.report import headline_values, ordered
     from kebab_mlflow.metrics.scoring import parse_cutoffs
     from kebab_mlflow.tracking.log import RunOptions, execute
 
@@ -100,8 +100,7 @@ def run(
                                "metrics": ordered(result.metrics, result.aggregate.overall),
                                "timings": result.timings}))
         return
-    overall = result.aggregate.overall
-    err.print(metrics_table("summary", {n: overall[n] for n in headline(overall)}))
+    err.print(metrics_table("summary", headline_values(result.aggregate)))
     err.print(f"run [bold]{result.run_id}[/] {result.status} in experiment {experiment}")
     print_ui_hint("this run's store", result.ui_command)
 

@@ -12,7 +12,7 @@ from kebab_mlflow.cli.app import Experiment, TrackingUri, app, baseline_app
 # The metrics `runs` can show, most telling first; a column appears only when a listed run
 # has a value (a doc-level golden set has no hit_at_5: no column of dashes).
 RUNS_METRICS = ("hit_at_5", "mrr", "ndcg_at_10_doc", "map_doc", "recall_at_10_doc",
-                "recall_at_100_doc", "contains_all")
+                "recall_at_100_doc", "contains_all", "ece", "brier")
 SHORT_ID = 8
 NAME_WIDTH = 18  # at a terminal, longer run names fold onto a second line
 
@@ -212,6 +212,7 @@ def _runs_view_experiment(tracker: Any, name: str) -> str | None:
     older kebab-mlflow made its runs: columns from the headline metrics of its newest runs."""
     from kebab_mlflow.errors import RunNotFoundError
     from kebab_mlflow.evaluation.report import headline
+    from kebab_mlflow.metrics.registry import CALIBRATION_METRICS
 
     try:
         experiment_id = tracker.experiment_id(name, create=False)
@@ -220,7 +221,8 @@ def _runs_view_experiment(tracker: Any, name: str) -> str | None:
     if tracker.runs_view_metrics(experiment_id) is None:
         runs = tracker.find_runs([experiment_id], status="FINISHED",
                                  tags={"kebab.kind": "eval"}, max_results=50)
-        metrics = {n for r in runs for n in headline(r.metrics)}
+        metrics = {n for r in runs for n in [*headline(r.metrics), *CALIBRATION_METRICS]
+                   if n in r.metrics}
         tracker.set_runs_view(experiment_id, metrics)
     return experiment_id
 

@@ -9,6 +9,7 @@ ids), ``doc`` (over queries with expected doc ids), ``answer`` (queries with ``a
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 CUTOFFS = (1, 3, 5, 10)
@@ -116,6 +117,18 @@ for _name, _desc, _better in (
     register(MetricDef(_name, "answer", _desc, _name, None, _better))
 
 
+# ------------------------------------------------------------------ calibration headline
+
+# ECE and Brier of the answers' confidences: run-level numbers (no per-query score, so not in
+# METRICS: they cannot be a primary metric or be gated), shown and logged with the headline
+# metrics whenever a run has confidences; the uncalibrated pair when a calibrator changed them.
+CALIBRATION_METRICS: dict[str, str] = {
+    "ece": "expected calibration error of the answers' confidences (10 equal-width bins)",
+    "brier": "Brier score: mean squared error of confidence vs correctness",
+    "ece_uncalibrated": "ECE of the confidences before the calibrator",
+    "brier_uncalibrated": "Brier score of the confidences before the calibrator",
+}
+
 # --------------------------------------------------------------------------- display order
 
 _LEVEL_ORDER = ("chunk", "doc", "answer", "run")
@@ -123,7 +136,7 @@ _CUTOFF_NAME = re.compile(r"^[a-z]+_at_([1-9][0-9]{0,6})(?:_chunk|_doc)?$")
 _FAMILY_ORDER = ("hit", "mrr", "map", "r_precision", "ndcg", "precision", "recall", "judged")
 
 
-def display_key(name: str) -> tuple:
+def display_key(name: str) -> tuple[bool, str, int, int, int, str]:
     """Sort key that shows metrics the way people read them: overall metrics before breakdown
     blocks (``by_query_type/...``), then by level (chunk, doc, answer, run), family, and the
     cut-off *as a number* (hit_at_10 before hit_at_100); unknown names last, by name."""
@@ -133,6 +146,10 @@ def display_key(name: str) -> tuple:
     if m is None and cutoff:  # a cut-off this process has not registered (read from a store)
         ensure_cutoff(int(cutoff.group(1)))
         m = METRICS.get(metric)
+    if m is None and metric in CALIBRATION_METRICS:  # after the answer metrics
+        return (bool(block), block, _LEVEL_ORDER.index("answer"),
+                len(_FAMILY_ORDER) + len(METRICS) + list(CALIBRATION_METRICS).index(metric),
+                0, metric)
     if m is None:
         return (bool(block), block, len(_LEVEL_ORDER), 0, 0, metric)
     family = (_FAMILY_ORDER.index(m.family) if m.family in _FAMILY_ORDER
@@ -141,5 +158,5 @@ def display_key(name: str) -> tuple:
     return (bool(block), block, _LEVEL_ORDER.index(m.level), family, k, metric)
 
 
-def display_order(names) -> list[str]:
+def display_order(names: Iterable[str]) -> list[str]:
     return sorted(names, key=display_key)

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kebab_mlflow import names
-from kebab_mlflow.evaluation.report import ordered
+from kebab_mlflow.evaluation.report import headline, ordered
 from kebab_mlflow.golden import GoldenSet
 from kebab_mlflow.metrics.aggregate import BREAKDOWNS, SCALAR_BLOCKS, Aggregate
 from kebab_mlflow.names import metric_key
@@ -32,10 +32,14 @@ BREAKDOWN_TABLE = "breakdowns.json"
 
 def headline_metrics(aggregate: Aggregate) -> dict[str, float]:
     """The overall block's non-null values in display order (the summary's headline metrics
-    first, cut-offs ascending)."""
+    first, cut-offs ascending), with ECE and Brier (``ece``, ``brier`` and, after a
+    calibrator, their ``_uncalibrated`` pair) right after the summary's headline metrics: the
+    product's contract logs them on every run with confidences."""
     values = {metric_key(name): float(value)
               for name, value in aggregate.overall.items() if value is not None}
-    return ordered(values, aggregate.overall)
+    first = [metric_key(n) for n in headline(aggregate.overall)]
+    rest = ordered(values, aggregate.overall)
+    return {**{n: values[n] for n in first}, **aggregate.calibration_headline(), **rest}
 
 
 def logged_metrics(aggregate: Aggregate, log_breakdowns: bool) -> dict[str, float]:
@@ -47,7 +51,7 @@ def logged_metrics(aggregate: Aggregate, log_breakdowns: bool) -> dict[str, floa
     return {**headline, **ordered(rest)}
 
 
-def breakdown_table(aggregate: Aggregate) -> dict[str, list]:
+def breakdown_table(aggregate: Aggregate) -> dict[str, list[Any]]:
     """Every breakdown value, nulls included, as columns ``block, group, metric, value,
     mlflow_metric`` (the last is the metric name ``--log-breakdowns`` logs it under)."""
     rows: list[tuple[str, str, str, float | None, str]] = []

@@ -36,7 +36,7 @@ from kebab_mlflow.evaluation.evaluate import (
     evaluate_prepared,
     with_ask,
 )
-from kebab_mlflow.evaluation.report import headline, run_report, summary_table
+from kebab_mlflow.evaluation.report import headline_values, run_report, summary_table
 from kebab_mlflow.evaluation.runner import check_expected_ids
 from kebab_mlflow.golden import GoldenSet, load_golden_set
 from kebab_mlflow.interrupts import checkpoint, signals_deferred, sigterm_as_interrupt
@@ -323,7 +323,7 @@ def finish_run(tracker: Any, run_id: str, experiment_id: str, result: EvalResult
         "tracking_uri": describe_uri(tracker.uri),
         "metrics": logged_metrics(result.aggregate, publishing.log_breakdowns),
         "tags": {"kebab.per_query_sha256": result.per_query_sha256},
-        "description": f"**{title}**\n\n{summary_table(result.aggregate.overall)}",
+        "description": f"**{title}**\n\n{_summary_markdown(result.aggregate)}",
         "dataset": golden_dataset(result.golden),
         "model": pipeline_model(result),
         "traces": traced,
@@ -335,6 +335,11 @@ def finish_run(tracker: Any, run_id: str, experiment_id: str, result: EvalResult
     checkpoint("published")
     shutil.rmtree(workdir, ignore_errors=True)
     return {"outputs_s": outputs_s, "mlflow_logging_s": time.perf_counter() - t_log}
+
+
+def _summary_markdown(aggregate: Aggregate) -> str:
+    summary = headline_values(aggregate)
+    return summary_table(summary, list(summary))
 
 
 def _publish_or_keep(tracker: Any, run_id: str, workdir: Path) -> None:
@@ -390,7 +395,7 @@ def publish(tracker: Any, workdir: Path) -> None:
         tracker.log_traces(manifest["experiment_id"], run_id, read_traces(workdir / TRACES),
                            model_id)
     tracker.set_runs_view(manifest["experiment_id"], [names.metric_key(n)
-                                                      for n in headline(aggregate.overall)])
+                                                      for n in headline_values(aggregate)])
     tracker.end_run(run_id, "FINISHED")
 
 
