@@ -190,7 +190,7 @@ def run_sweep(spec: SweepSpec, *, experiment: str | None = None,
     runner = make_executor(check_executor(executor or spec.executor), jobs, len(spec.rows))
     t0 = time.perf_counter()
     live = _Live()
-    with sigterm_as_interrupt():
+    with sigterm_as_interrupt(), progress.warnings_once():  # one warning per sweep, not per row
         try:
             done = _open_parent(live, spec, experiment, tracking_uri, resume, on_event)
             pending = [r for r in spec.rows if r.name not in done]

@@ -117,7 +117,7 @@ def run_tune(spec: TuneSpec, *, experiment: str | None = None,
     with signals_deferred() as held:
         parent_id = tracker.start_run(experiment_id, spec.name, _parent_tags(spec))
     try:
-        with sigterm_as_interrupt():
+        with sigterm_as_interrupt(), progress.warnings_once():  # once per tune, not per trial
             if held.caught:
                 raise KeyboardInterrupt
             evaluate = _evaluator(spec, experiment, tracker.uri, parent_id)

@@ -13,6 +13,7 @@ import fcntl
 import getpass
 import hashlib
 import json
+import logging
 import os
 import re
 import time
@@ -29,6 +30,11 @@ from kebab_mlflow.interrupts import checkpoint
 from kebab_mlflow.progress import warn
 from kebab_mlflow.records import RunRecord
 from kebab_mlflow.tracking import ui_view
+
+# A new store's "Creating initial MLflow database tables..." / "Updating database tables" and
+# alembic's migration lines are MLflow's INFO, noise on a kebab terminal; warnings still show.
+for _chatty in ("mlflow.store.db.utils", "alembic"):
+    logging.getLogger(_chatty).setLevel(logging.WARNING)
 
 DEFAULT_EXPERIMENT = "kebab-eval"
 BASELINE_TAG = "kebab.baseline_run_id"
