@@ -119,7 +119,7 @@ def test_help_imports_no_heavy_module():
 # run module's commands, power after compare, tune after sweep.
 HELP_ORDER = ["validate", "metrics", "presets", "run", "runs", "show", "ui", "import-beir",
               "upload", "import-trec", "compare", "power", "sweep", "tune", "calibrate",
-              "import-squad", "baseline"]
+              "import-squad", "baseline", "ci"]
 
 
 def test_help_lists_the_commands_in_their_order():

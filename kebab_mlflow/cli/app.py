@@ -60,7 +60,7 @@ class _App(typer.Typer):
 # so the order is written here; a command missing from it is listed last.
 HELP_ORDER = ("validate", "metrics", "presets", "run", "runs", "show", "ui", "import-beir",
               "upload", "import-trec", "compare", "power", "sweep", "tune", "calibrate",
-              "import-squad", "baseline")
+              "import-squad", "baseline", "ci")
 
 
 class _HelpOrder(TyperGroup):

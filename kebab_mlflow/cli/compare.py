@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -24,6 +24,12 @@ class Format(StrEnum):
     md = "md"
     json = "json"
     junit = "junit"
+    pr_comment = "pr-comment"
+
+
+FORMAT_HELP = "output format (pr-comment: markdown for a pull request; `ci comment` posts it)"
+UI_URL_HELP = ("pr-comment: link both runs and their traces in this MLflow UI (default: the "
+               "tracking URI when it is a server)")
 
 
 @app.command()
@@ -51,7 +57,8 @@ def compare(
         help="refuse (exit 2) doc-level fallback, commit skew and dirty trees")] = False,
     allow_golden_mismatch: Annotated[bool, typer.Option(
         help="compare the shared query ids of different golden sets")] = False,
-    fmt: Annotated[Format, typer.Option("--format", help="output format")] = Format.table,
+    fmt: Annotated[Format, typer.Option("--format", help=FORMAT_HELP)] = Format.table,
+    ui_url: Annotated[str | None, typer.Option("--ui-url", help=UI_URL_HELP)] = None,
     out_file: Annotated[Path | None, typer.Option(
         "--out", help="write the output to FILE instead of stdout")] = None,
     wide: Annotated[bool, typer.Option(
@@ -68,8 +75,7 @@ def compare(
     """Compare CANDIDATE with BASELINE: per-query diff, paired statistics and one verdict.
 
     Exit 0 = Better or Same, 1 = Regressed or Inconclusive, 2 = bad input, runs that cannot
-    be compared, or output that cannot be written.
-    """
+    be compared, or output that cannot be written."""
     from kebab_mlflow import comparison as cmp
     from kebab_mlflow.tracking.store import Tracker
 
@@ -78,9 +84,10 @@ def compare(
                                  allow_golden_mismatch=allow_golden_mismatch, margin=margin,
                                  max_regressions=max_regressions)
     tracker = Tracker(tracking_uri)
-    base_side, cand_side = cmp.load_pair(tracker, experiment, baseline, candidate)
-    result = cmp.compare_runs(base_side, cand_side, options)
-    _emit(_render(result, fmt, wide, to_file=out_file is not None), out_file)
+    sides = cmp.load_pair(tracker, experiment, baseline, candidate)
+    result = cmp.compare_runs(*sides, options)
+    _emit(_pr_comment(tracker, result, *sides, ui_url) if fmt is Format.pr_comment
+          else _render(result, fmt, wide, to_file=out_file is not None), out_file)
     _step_summary(result)
     if not no_log:
         cmp.record(tracker, result)
@@ -102,6 +109,24 @@ def _render(result, fmt: Format, wide: bool, to_file: bool) -> str:
     # a terminal gets its own width (80 columns readable); files and CI logs are never cut
     return render_table(result, width=out.width if terminal else None,
                         wide=wide or not terminal, color=terminal)
+
+
+def _pr_comment(tracker: Any, result: Any, baseline: Any, candidate: Any,
+                ui_url: str | None) -> str:
+    """The pull-request comment, with links to both runs when the UI's address is known:
+    ``--ui-url``, else a server tracking URI (without credentials)."""
+    from kebab_mlflow.comparison.pr_comment import run_link, to_pr_comment
+    from kebab_mlflow.tracking.log import TRACES_TAG
+    from kebab_mlflow.tracking.store import describe_uri
+
+    base = ui_url or (describe_uri(tracker.uri)
+                      if tracker.uri.startswith(("http://", "https://")) else None)
+    links = None
+    if base:
+        links = tuple(run_link(base, tracker.experiment_id(side.experiment, create=False),
+                               side.run_id, bool(side.tags.get(TRACES_TAG)))
+                      for side in (baseline, candidate))
+    return to_pr_comment(result, baseline, candidate, links=links)
 
 
 def _emit(text: str, out_file: Path | None) -> None:

@@ -322,7 +322,9 @@ def finish_run(tracker: Any, run_id: str, experiment_id: str, result: EvalResult
         "run_id": run_id, "experiment_id": experiment_id,
         "tracking_uri": describe_uri(tracker.uri),
         "metrics": logged_metrics(result.aggregate, publishing.log_breakdowns),
-        "tags": {"kebab.per_query_sha256": result.per_query_sha256},
+        # kebab.traces: how many traces the run has (a PR comment links them only then)
+        "tags": {"kebab.per_query_sha256": result.per_query_sha256,
+                 **({TRACES_TAG: str(traced)} if traced else {})},
         "description": f"**{title}**\n\n{_summary_markdown(result.aggregate)}",
         "dataset": golden_dataset(result.golden),
         "model": pipeline_model(result),
@@ -335,6 +337,9 @@ def finish_run(tracker: Any, run_id: str, experiment_id: str, result: EvalResult
     checkpoint("published")
     shutil.rmtree(workdir, ignore_errors=True)
     return {"outputs_s": outputs_s, "mlflow_logging_s": time.perf_counter() - t_log}
+
+
+TRACES_TAG = "kebab.traces"
 
 
 def _summary_markdown(aggregate: Aggregate) -> str:
