@@ -30,8 +30,8 @@ from kebab_mlflow.errors import GoldenSetError
 from kebab_mlflow.evaluation.per_query import PerQueryRow
 from kebab_mlflow.golden import parse_golden_set
 from kebab_mlflow.tracking.log import RunOptions, execute
-from tests.test_ci_comment import forge  # noqa: F401 - the fake API fixture
 from tests.conftest import GOLDEN, KB, ROOT, SHARED
+from tests.test_ci_comment import forge  # noqa: F401 - the fake API fixture
 
 runner = CliRunner()
 SCIFACT = SHARED / "datasets" / "scifact"
@@ -424,7 +424,8 @@ def _ci_commands(path: Path) -> list[str]:
     ("gitlab-ci.yml", {"CI_COMMIT_SHORT_SHA": "0a1b2c3", "CI_MERGE_REQUEST_IID": "7",
                        "GITLAB_TOKEN": "t", "CI_PROJECT_ID": "42"}),
 ])
-def test_ci_examples_run_against_a_local_store(example, env, tmp_path, monkeypatch, forge):
+def test_ci_examples_run_against_a_local_store(example, env, tmp_path, monkeypatch,
+                                               forge):  # noqa: F811 - the fixture
     """Each kebab-mlflow line of the example, its variables expanded as the shell would, runs
     in-process (CliRunner) against a local SQLite store, in order: run, baseline set, run,
     compare (the pull-request comment), ci comment (to a loopback fake of the API), compare —

@@ -86,7 +86,7 @@ def test_the_comment_leads_with_the_verdict_and_the_primary_change():
 
 def test_the_ten_worst_queries_regressions_first_with_what_took_their_place():
     _, text = _comment()
-    table = [line for line in text.splitlines() if line.startswith("| q0") or line.startswith("| q1")]
+    table = [line for line in text.splitlines() if line.startswith(("| q0", "| q1"))]
     assert len(table) == 10
     # Regressions (a hit lost) first, the best rank lost first: rank-1 losses are q00, q03,
     # q06, q09, then the rank-2 ones q01, q04, q07, q10, then rank 3: q02, q05
