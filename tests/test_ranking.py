@@ -8,8 +8,8 @@ import itertools
 import numpy as np
 import pytest
 
-from kebab_mlflow.stats.resampling import holm
 from kebab_mlflow.stats.ranking import rank_rows
+from kebab_mlflow.stats.resampling import holm
 
 
 def _exact_signflip_p(deltas: np.ndarray) -> float:
