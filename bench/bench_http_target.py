@@ -52,9 +52,9 @@ def scifact_test() -> GoldenSet:
         for line in fh:
             row = json.loads(line)
             texts[row["_id"]] = row["text"]
-    queries = tuple(GoldenQuery(qid, texts[qid], expected_doc_ids=grades[qid])
+    queries = tuple(GoldenQuery(id=qid, query=texts[qid], expected_doc_ids=grades[qid])
                     for qid in sorted(grades, key=int))
-    return GoldenSet("scifact-test", queries)
+    return GoldenSet(name="scifact-test", queries=queries)
 
 
 def start_server(latency_ms: float) -> tuple[subprocess.Popen, str]:

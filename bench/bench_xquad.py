@@ -92,7 +92,8 @@ def baseline_block(golden, hits_of):
     conf, correct, ca = [], [], []
     for q in golden.queries:
         text, raw = previous_answer(q.query, hits_of[q.id])
-        a = Answer(text or "", (), "refused" if text is None else None)
+        a = Answer(text=text or "", citations=(),
+                   refusal_reason="refused" if text is None else None)
         score = contains_all(q, a)
         conf.append(1.0 - raw if text is None else raw)
         correct.append(response_correct(q, a, score))

@@ -10,10 +10,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from kebab_mlflow import vocabulary as vocab
 from kebab_mlflow.comparison.records import CompareOptions, Comparison, RunSide
 from kebab_mlflow.evaluation.evaluate import EvalResult, evaluate, reference_pipeline
 from kebab_mlflow.golden import load_golden_set
 from kebab_mlflow.tracking.log import log_run, run_tags
+from kebab_mlflow.vocabulary import RunStatus
 
 __all__ = ["compare", "evaluate", "load_golden_set", "log_run", "reference_pipeline",
            "run_sweep", "tune"]
@@ -47,10 +49,11 @@ def _side(side: EvalResult | str, role: str, experiment: str,
 def side_of_result(result: EvalResult, name: str) -> RunSide:
     """An in-memory result as compare sees a run: its params, tags and per-query rows."""
     tags: Mapping[str, str] = {**run_tags(result.golden, result.source),
-                               "kebab.per_query_sha256": result.per_query_sha256}
+                               vocab.PER_QUERY_SHA256: result.per_query_sha256}
     params = {k: str(v) for k, v in result.params().items()}
-    return RunSide(f"in-memory:{name}", name, "FINISHED", params, dict(tags), result.rows(),
-                   result.per_query_sha256)
+    return RunSide(run_id=f"in-memory:{name}", name=name, status=RunStatus.FINISHED, params=params,
+                   tags=dict(tags), rows=result.rows(),
+                   per_query_sha256=result.per_query_sha256)
 
 
 def run_sweep(path: str | Path, *, experiment: str | None = None,

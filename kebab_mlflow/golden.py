@@ -49,7 +49,7 @@ QUERY_FIELDS: dict[str, tuple[tuple[type, ...], str]] = {
 _QUERY_KEYS = set(QUERY_FIELDS)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class GoldenQuery:
     id: str
     query: str
@@ -83,7 +83,7 @@ class GoldenQuery:
         return {d: g for d, g in self.expected_doc_ids.items() if g > 0}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GoldenSet:
     name: str
     queries: tuple[GoldenQuery, ...]
@@ -100,8 +100,10 @@ class GoldenSet:
 
     def subset(self, ids: set[str]) -> GoldenSet:
         kept = tuple(q for q in self.queries if q.id in ids)
-        return GoldenSet(self.name, kept, self.path, self.private, self.metadata_fields,
-                         self.description, self.digest, self.corpus, self.primary_metric)
+        return GoldenSet(name=self.name, queries=kept, path=self.path, private=self.private,
+                         metadata_fields=self.metadata_fields,
+                         description=self.description, digest=self.digest, corpus=self.corpus,
+                         primary_metric=self.primary_metric)
 
 
 # (source, sha256 of the bytes) -> golden set: a sweep validates the file and then loads it once
@@ -129,7 +131,7 @@ def parse_golden_set(raw: bytes, source: str) -> GoldenSet:
     return _build(data, node, source, hashlib.sha256(raw).hexdigest())
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Header:
     """The file-level settings of a golden set."""
 
@@ -157,8 +159,10 @@ def _build(data: Any, node: Any, source: str, digest: str) -> GoldenSet:
     problems += _mlflow_name_problems(header.name, header.metadata_fields, parsed, node, at)
     if problems:
         raise GoldenSetError(f"invalid golden set {source}", problems)
-    return GoldenSet(header.name, tuple(parsed), source, header.private, header.metadata_fields,
-                     header.description, digest, header.corpus, header.primary_metric)
+    return GoldenSet(name=header.name, queries=tuple(parsed), path=source, private=header.private,
+                     metadata_fields=header.metadata_fields,
+                     description=header.description, digest=digest, corpus=header.corpus,
+                     primary_metric=header.primary_metric)
 
 
 def _mlflow_name_problems(name: str, metadata_fields: tuple[str, ...],
@@ -190,7 +194,7 @@ def _header(data: Any, node: Any, source: str, at: Callable[[Any], str],
             problems: list[Problem]) -> tuple[_Header, list[Any], Any]:
     """(file settings, the query items, their sequence node) of a mapping or a bare list."""
     if isinstance(data, list):
-        return _Header(Path(source).stem), data, node
+        return _Header(name=Path(source).stem), data, node
     if not isinstance(data, dict):
         raise GoldenSetError("invalid golden set", [Problem(
             "top level must be a mapping with 'queries' or a list of queries", at(node))])
@@ -208,11 +212,13 @@ def _header(data: Any, node: Any, source: str, at: Callable[[Any], str],
     if "corpus" in data:  # where the corpus is, relative to this file (import-beir writes it)
         corpus = _top(data, "corpus", str, "", problems, at, node)
         corpus = str(Path(source).parent / corpus) if corpus else ""
-    header = _Header(_top(data, "name", str, Path(source).stem, problems, at, node),
-                     _top(data, "private", bool, False, problems, at, node),
-                     _top(data, "case_insensitive", bool, False, problems, at, node),
-                     _top(data, "description", str, "", problems, at, node), metadata_fields,
-                     corpus, _primary_metric(data, node, at, problems))
+    header = _Header(name=_top(data, "name", str, Path(source).stem, problems, at, node),
+                     private=_top(data, "private", bool, False, problems, at, node),
+                     case_insensitive=_top(data, "case_insensitive", bool, False, problems, at,
+                                           node),
+                     description=_top(data, "description", str, "", problems, at, node),
+                     metadata_fields=metadata_fields,
+                     corpus=corpus, primary_metric=_primary_metric(data, node, at, problems))
     queries, queries_node = data.get("queries"), child(node, "queries")
     if queries is None:
         problems.append(Problem("missing required top-level key 'queries'", at(node)))
@@ -236,7 +242,8 @@ def _parse_queries(queries: list[Any], item_nodes: list[Any], header: _Header,
                          header.case_insensitive)
         if q is not None:
             parsed.append(q)
-            identities.append(_Identity(q.id, q.line, q.group, q.expected_doc_ids))
+            identities.append(_Identity(id=q.id, line=q.line, group=q.group,
+                                        expected_doc_ids=q.expected_doc_ids))
         else:
             identity = _identity(item, item_node)
             if identity is not None:
@@ -346,7 +353,7 @@ def _doc_grades(value: Any, bad) -> dict[str, int]:
     return {}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Identity:
     """What the cross-query checks need of a query (even one that failed its own checks)."""
 
@@ -369,7 +376,8 @@ def _identity(item: Any, node: Any) -> _Identity | None:
     grades = _doc_grades(raw, lambda message, key=None: problems.append(message))
     readable = raw is None or isinstance(raw, (list, dict)) and not problems
     line = node.line + 1 if node is not None else 0
-    return _Identity(str(qid), line, group, grades if readable else None)
+    return _Identity(id=str(qid), line=line, group=group,
+                     expected_doc_ids=grades if readable else None)
 
 
 def _cross_query_problems(queries: list[_Identity], source: str) -> list[Problem]:

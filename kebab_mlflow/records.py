@@ -15,7 +15,7 @@ VERSION_KEYS = ("parser_version", "chunker_version", "embedding_version", "index
 UNKNOWN = "unknown"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class VersionSnapshot:
     parser_version: str = UNKNOWN
     chunker_version: str = UNKNOWN
@@ -27,7 +27,7 @@ class VersionSnapshot:
         return asdict(self)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Hit:
     chunk_id: str
     doc_id: str
@@ -40,7 +40,7 @@ class Hit:
             raise ValueError(f"rank must be >= 1, got {self.rank}")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Answer:
     text: str
     citations: tuple[str, ...] = ()
@@ -68,7 +68,7 @@ class Pipeline(Protocol):
     def ask(self, query: str, hits: Sequence[Hit]) -> Answer: ...
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class QueryResult:
     query_id: str
     hits: tuple[Hit, ...] = ()
@@ -78,7 +78,7 @@ class QueryResult:
     truncated_hits: int = 0  # hits past the depth k that the pipeline returned, dropped
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunRecord:
     """One tracked run as the rest of the project sees it (the tracking layer builds these from
     MLflow's own entities, which never leave it)."""

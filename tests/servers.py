@@ -24,6 +24,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,6 +47,40 @@ def free_port() -> int:
 def closed_port_url() -> str:
     """An http URL on loopback where nothing listens."""
     return f"http://127.0.0.1:{free_port()}"
+
+
+@contextlib.contextmanager
+def refusing_server() -> Iterator[tuple[str, list[int]]]:
+    """An http URL on loopback whose every connection is reset at once, and the list that
+    counts them: how many attempts a client made is then an event to check, not a time."""
+    import struct
+    import threading
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    listener.settimeout(0.1)  # so the thread sees the block end
+    accepted: list[int] = []
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:  # a timeout: look at the stop flag again
+                continue
+            accepted.append(1)
+            conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            conn.close()  # linger 0: a reset, the client sees the connection refused mid-way
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}", accepted
+    finally:
+        stop.set()
+        thread.join()
+        listener.close()
 
 
 def _die_with_parent() -> None:  # runs in the child between fork and exec

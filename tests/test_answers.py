@@ -42,7 +42,7 @@ def _q(**kw) -> GoldenQuery:
     return GoldenQuery(**{"id": "q", "query": "q", "ask": True, **kw})
 
 
-ANSWER = Answer("The Bayline budget is 48.5 Million Euros.", ("d#0",))
+ANSWER = Answer(text="The Bayline budget is 48.5 Million Euros.", citations=("d#0",))
 
 
 # --- contains_all -----------------------------------------------------------------------------
@@ -80,7 +80,7 @@ queries:
 
 
 def test_conditional_semantics_on_refusals_and_answers():
-    refused = Answer("", (), "below gate")
+    refused = Answer(text="", citations=(), refusal_reason="below gate")
     # a correct refusal does not count on answer quality: None, not a vacuous 1.0
     assert math.isnan(contains_all(_q(answerable=False, forbidden=("48.5",)), refused))
     # refusing an answerable question is a miss
@@ -93,16 +93,19 @@ def test_conditional_semantics_on_refusals_and_answers():
 
 
 def test_a_correct_refusal_does_not_lift_answer_quality_in_the_aggregate():
-    queries = (GoldenQuery("a", "budget?", ask=True, must_contain=("48.5",)),
-               GoldenQuery("b", "mayor's shoe size?", ask=True, answerable=False,
+    queries = (GoldenQuery(id="a", query="budget?", ask=True, must_contain=("48.5",)),
+               GoldenQuery(id="b", query="mayor's shoe size?", ask=True, answerable=False,
                            query_type="abstention"))
-    answers = [Answer("It is 18.3 million.", ("d#0",), None, 0.8, 0.8),
-               Answer("", (), "below gate", 0.9, 0.1)]
-    hits = [(Hit("d#0", "d", 1.0, 1),), (Hit("e#0", "e", 1.0, 1),)]
+    answers = [Answer(text="It is 18.3 million.", citations=("d#0",), refusal_reason=None,
+                      confidence=0.8, raw_confidence=0.8),
+               Answer(text="", citations=(), refusal_reason="below gate", confidence=0.9,
+                      raw_confidence=0.1)]
+    hits = [(Hit(chunk_id="d#0", doc_id="d", score=1.0, rank=1),),
+            (Hit(chunk_id="e#0", doc_id="e", score=1.0, rank=1),)]
     scores = answer_scores(queries, answers, hits)
     assert scores["contains_all"][0] == 0.0 and math.isnan(scores["contains_all"][1])
     assert math.isnan(scores["citation_validity"][1])
-    agg = build_aggregate(GoldenSet("g", queries), scores, answers, np.ones(2))
+    agg = build_aggregate(GoldenSet(name="g", queries=queries), scores, answers, np.ones(2))
     assert agg.overall["contains_all"] == 0.0  # not 0.5: the refusal is not an attempt
     assert agg.overall["refusal_rate"] == 0.5
     assert agg.overall["ask_grounded_rate"] == 0.5
@@ -113,24 +116,27 @@ def test_a_correct_refusal_does_not_lift_answer_quality_in_the_aggregate():
 
 
 def test_grounded_and_citation_validity():
-    hits = (Hit("d#0", "d", 2.0, 1), Hit("d#1", "d", 1.0, 2))
+    hits = (Hit(chunk_id="d#0", doc_id="d", score=2.0, rank=1),
+            Hit(chunk_id="d#1", doc_id="d", score=1.0, rank=2))
     assert grounded(_q(), ANSWER) == 1.0
-    assert grounded(_q(), Answer("no citations")) == 0.0
-    assert grounded(_q(), Answer("", (), "refused")) == 0.0
+    assert grounded(_q(), Answer(text="no citations")) == 0.0
+    assert grounded(_q(), Answer(text="", citations=(), refusal_reason="refused")) == 0.0
     assert citation_validity(_q(), ANSWER, hits) == 1.0
-    assert citation_validity(_q(), Answer("x", ("d#0", "zz#9")), hits) == 0.0
-    assert math.isnan(citation_validity(_q(), Answer("", (), "refused"), hits))
-    assert math.isnan(citation_validity(_q(), Answer("uncited"), hits))
+    assert citation_validity(_q(), Answer(text="x", citations=("d#0", "zz#9")), hits) == 0.0
+    assert math.isnan(citation_validity(_q(),
+                                        Answer(text="", citations=(), refusal_reason="refused"),
+                                        hits))
+    assert math.isnan(citation_validity(_q(), Answer(text="uncited"), hits))
 
 
 # --- the extractive answerer ------------------------------------------------------------------
 
 HITS = (
-    Hit("harbor#2", "harbor", 3.0, 1,
-        "Budgets\n\nThe Bayline Tram Extension has a budget of 48.5 million euros. "
+    Hit(chunk_id="harbor#2", doc_id="harbor", score=3.0, rank=1,
+        text="Budgets\n\nThe Bayline Tram Extension has a budget of 48.5 million euros. "
         "Service starts in 2026."),
-    Hit("harbor#5", "harbor", 2.0, 2,
-        "The ferry replacement has a budget of 18.3 million euros. The tram is green."),
+    Hit(chunk_id="harbor#5", doc_id="harbor", score=2.0, rank=2,
+        text="The ferry replacement has a budget of 18.3 million euros. The tram is green."),
 )
 CFG = AnswererConfig(context_k=3, max_sentences=1, refuse_below=0.5)
 
@@ -157,7 +163,7 @@ def test_refusal_confidence_is_one_minus_the_context_coverage():
 
 
 def test_headings_are_never_quoted_and_repeated_sentences_count_once():
-    dup = (HITS[0], Hit("harbor#3", "harbor", 1.0, 3, HITS[0].text))
+    dup = (HITS[0], Hit(chunk_id="harbor#3", doc_id="harbor", score=1.0, rank=3, text=HITS[0].text))
     ranked = rank_sentences("Bayline budgets tram extension", dup, 3)
     assert [c.sentence for c in ranked].count(
         "The Bayline Tram Extension has a budget of 48.5 million euros.") == 1
@@ -168,7 +174,8 @@ def test_no_hits_or_no_query_tokens_refuse():
     a = extractive_answer("budget?", (), CFG)
     assert a.refusal_reason == "no_hits" and a.raw_confidence == 0.0 and a.confidence == 1.0
     b = extractive_answer("what is it? Did it?", HITS, CFG)  # stop words and auxiliaries only
-    assert b == Answer("", (), "no_content_words", None, None)  # no confidence to calibrate
+    assert b == Answer(text="", citations=(), refusal_reason="no_content_words", confidence=None,
+                       raw_confidence=None)  # no confidence to calibrate
 
 
 def test_a_calibrator_maps_the_raw_confidence():
@@ -220,8 +227,9 @@ def test_similarity_is_measured_for_the_calibrator_and_changes_no_answer():
 
 
 def test_rare_query_terms_weigh_more_with_idf():
-    hits = (Hit("b#0", "b", 2.0, 1, "The colour of the old bridge is grey."),
-            Hit("b#1", "b", 1.0, 2, "The Nordvik bridge is red."))
+    hits = (Hit(chunk_id="b#0", doc_id="b", score=2.0, rank=1,
+                text="The colour of the old bridge is grey."),
+            Hit(chunk_id="b#1", doc_id="b", score=1.0, rank=2, text="The Nordvik bridge is red."))
     q = "What is the colour of the Nordvik bridge?"  # colour, nordvik, bridg
 
     def weight(t: str) -> float:  # nordvik is rare; the others weigh 1
@@ -240,7 +248,8 @@ def test_rare_query_terms_weigh_more_with_idf():
 
 
 def test_a_question_auxiliary_is_no_evidence():
-    hits = (Hit("s#0", "s", 1.0, 1, "Kawann Short leads the team in sacks."),)
+    hits = (Hit(chunk_id="s#0", doc_id="s", score=1.0, rank=1,
+                text="Kawann Short leads the team in sacks."),)
     for q in ("Who does lead the team in sacks?", "Who DID lead the team in sacks?"):
         assert term_weights(q) == term_weights("Who leads the team in sacks?") == {
             "lead": 1.0, "team": 1.0, "sack": 1.0}
@@ -250,8 +259,10 @@ def test_a_question_auxiliary_is_no_evidence():
 
 
 def test_a_sentence_carries_over_query_terms_of_the_one_before_within_a_hit():
-    hits = (Hit("n#0", "n", 2.0, 1, "Nordvik has a bridge. It is painted red every spring."),
-            Hit("n#1", "n", 1.0, 2, "The bridge was painted in 1990."))
+    hits = (Hit(chunk_id="n#0", doc_id="n", score=2.0, rank=1,
+                text="Nordvik has a bridge. It is painted red every spring."),
+            Hit(chunk_id="n#1", doc_id="n", score=1.0, rank=2,
+                text="The bridge was painted in 1990."))
     ranked = rank_sentences("What colour is the Nordvik bridge painted?", hits, 3)
     # colour, nordvik, bridg, paint: "Nordvik has a bridge." 2/4; "It is painted ..." paint
     # 1/4 + 0.3 x (nordvik, bridg) 2/4 = 0.4; hit 2's sentence 2/4, nothing carried across hits
@@ -262,8 +273,10 @@ def test_a_sentence_carries_over_query_terms_of_the_one_before_within_a_hit():
 
 
 def test_a_sentence_with_the_asked_for_kind_of_token_gets_the_type_bonus():
-    hits = (Hit("s#0", "s", 2.0, 1, "The Nordvik bridge spans the fjord."),
-            Hit("s#1", "s", 1.0, 2, "The Nordvik bridge has four spans."))
+    hits = (Hit(chunk_id="s#0", doc_id="s", score=2.0, rank=1,
+                text="The Nordvik bridge spans the fjord."),
+            Hit(chunk_id="s#1", doc_id="s", score=1.0, rank=2,
+                text="The Nordvik bridge has four spans."))
     a = extractive_answer("How many spans does the old Nordvik bridge have?", hits, CFG)
     # span, old, nordvik, bridg: both hold 3/4; only the second has a number:
     # 0.75 + 0.2 x 0.25 = 0.8; raw = 0.8 - 0.75 / 2

@@ -19,12 +19,12 @@ from tests.conftest import GOLDEN, KB
 NAN = math.nan
 
 QUERIES = (
-    GoldenQuery("a", "x", query_type="single_doc", hardcase_categories=("numeric",),
+    GoldenQuery(id="a", query="x", query_type="single_doc", hardcase_categories=("numeric",),
                 metadata_field="budget"),
-    GoldenQuery("b", "x", query_type="comparison",
+    GoldenQuery(id="b", query="x", query_type="comparison",
                 hardcase_categories=("numeric", "near_duplicate"), metadata_field="budget"),
-    GoldenQuery("c", "x", query_type="comparison"),  # no tags, no metadata_field
-    GoldenQuery("d", "x"),  # an old-style case: none of the keys
+    GoldenQuery(id="c", query="x", query_type="comparison"),  # no tags, no metadata_field
+    GoldenQuery(id="d", query="x"),  # an old-style case: none of the keys
 )
 SCORES = {"mrr": np.array([1.0, 0.5, 0.0, 1.0]),
           "contains_all": np.array([1.0, NAN, 0.0, 1.0])}
@@ -75,7 +75,7 @@ def test_default_metadata_fields_apply_without_a_declaration():
 
 
 def test_flat_metric_names_nest_block_key_metric_and_skip_nulls():
-    agg = build_aggregate(GoldenSet("g", QUERIES), SCORES, [None] * 4, np.ones(4))
+    agg = build_aggregate(GoldenSet(name="g", queries=QUERIES), SCORES, [None] * 4, np.ones(4))
     flat = agg.flat_metrics()
     assert flat["by_query_type/comparison/mrr"] == 0.25
     assert flat["by_hardcase_category/numeric/contains_all"] == 1.0

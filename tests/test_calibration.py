@@ -33,7 +33,7 @@ from kebab_mlflow.pipeline.calibrator import (
     platt_fit,
 )
 from kebab_mlflow.pipeline.reference import _load_calibrator, build_pipeline
-from kebab_mlflow.records import Answer, VersionSnapshot
+from kebab_mlflow.records import VERSION_KEYS, Answer, VersionSnapshot
 from tests.conftest import GOLDEN, KB, write
 
 runner = CliRunner()
@@ -91,18 +91,21 @@ def _q(qid, answerable=True, ask=True, **kw):
 
 def test_cases_without_a_usable_confidence_are_left_out_and_none_gives_null():
     queries = [_q("a"), _q("b"), _q("c"), _q("d"), _q("e", ask=False)]
-    answers = [Answer("x", ("c#0",), None, None), Answer("x", ("c#0",), None, float("nan")),
-               Answer("x", ("c#0",), None, 1.5), Answer("", (), "gate", True), None]
+    answers = [Answer(text="x", citations=("c#0",), refusal_reason=None, confidence=None),
+               Answer(text="x", citations=("c#0",), refusal_reason=None, confidence=float("nan")),
+               Answer(text="x", citations=("c#0",), refusal_reason=None, confidence=1.5),
+               Answer(text="", citations=(), refusal_reason="gate", confidence=True), None]
     conf, correct = calibration_pairs(queries, answers, np.ones(5))
     assert conf.size == 0 and calibration_block(conf, correct) is None
-    answers[0] = Answer("x", ("c#0",), None, 0.7)
+    answers[0] = Answer(text="x", citations=("c#0",), refusal_reason=None, confidence=0.7)
     conf, correct = calibration_pairs(queries, answers, np.ones(5))
     assert conf.tolist() == [0.7] and correct.tolist() == [1.0]
 
 
 def test_aggregate_calibration_block_is_null_without_confidence_and_json_clean():
-    golden = GoldenSet("g", (_q("a"), _q("b", answerable=False)))
-    answers = [Answer("x", ("c#0",)), Answer("", (), "gate")]
+    golden = GoldenSet(name="g", queries=(_q("a"), _q("b", answerable=False)))
+    answers = [Answer(text="x", citations=("c#0",)),
+               Answer(text="", citations=(), refusal_reason="gate")]
     scores = {"contains_all": np.array([1.0, np.nan])}
     agg = build_aggregate(golden, scores, answers, np.array([1.0, 2.0]))
     assert agg.abstention_calibration is None and agg.abstention_calibration_raw is None
@@ -113,10 +116,16 @@ def test_aggregate_calibration_block_is_null_without_confidence_and_json_clean()
 def test_aggregate_calibration_correctness_follows_design():
     # answerable + right answer (correct), unanswerable refused (correct), answerable refused
     # (wrong), unanswerable answered (wrong)
-    golden = GoldenSet("g", (_q("a"), _q("b", answerable=False), _q("c"),
+    golden = GoldenSet(name="g", queries=(_q("a"), _q("b", answerable=False), _q("c"),
                              _q("d", answerable=False)))
-    answers = [Answer("x", ("c#0",), None, 0.9, 0.9), Answer("", (), "gate", 0.8, 0.2),
-               Answer("", (), "gate", 0.6, 0.4), Answer("y", ("c#0",), None, 0.3, 0.3)]
+    answers = [Answer(text="x", citations=("c#0",), refusal_reason=None, confidence=0.9,
+                      raw_confidence=0.9),
+               Answer(text="", citations=(), refusal_reason="gate", confidence=0.8,
+                      raw_confidence=0.2),
+               Answer(text="", citations=(), refusal_reason="gate", confidence=0.6,
+                      raw_confidence=0.4),
+               Answer(text="y", citations=("c#0",), refusal_reason=None, confidence=0.3,
+                      raw_confidence=0.3)]
     scores = {"contains_all": np.array([1.0, np.nan, 0.0, 0.0])}
     block = build_aggregate(golden, scores, answers, np.ones(4)).abstention_calibration
     conf, correct = np.array([0.9, 0.8, 0.6, 0.3]), np.array([1.0, 1.0, 0.0, 0.0])
@@ -129,12 +138,13 @@ def test_aggregate_calibration_correctness_follows_design():
 def test_abstention_outcome_buckets_counts_and_shares():
     queries = [_q("a", False), _q("b", False), _q("c", False), _q("d", False), _q("e", False),
                _q("f"), _q("g", False, ask=False)]
-    answers = [Answer("", (), "gate"),  # correct_refusal
-               Answer("the answer", ("x#0",)),  # incorrect_answer
-               Answer("no cite"),  # boundary: answered without evidence
-               Answer("", ("x#0",), "refused but cites"),  # boundary
+    answers = [Answer(text="", citations=(), refusal_reason="gate"),  # correct_refusal
+               Answer(text="the answer", citations=("x#0",)),  # incorrect_answer
+               Answer(text="no cite"),  # boundary: answered without evidence
+               Answer(text="", citations=("x#0",), refusal_reason="refused but cites"),  # boundary
                None,  # boundary: the pipeline raised
-               Answer("", (), "gate"),  # answerable: not an abstention case
+               Answer(text="", citations=(), refusal_reason="gate"),
+               # answerable: not an abstention case
                None]  # not asked
     out = abstention_outcomes(queries, answers)
     assert out == {"n": 5, "correct_refusal": 1, "incorrect_answer": 1, "boundary_partial": 3,
@@ -270,18 +280,23 @@ def test_save_load_roundtrip_and_corrupt_file(tmp_path):
 
 # --- storage key ------------------------------------------------------------------------------
 
-V = VersionSnapshot("parser-v1", "document-v1", "bm25s-v1", "bm25-k1=0.9-b=0.4",
-                    "extractive-v1-ctx3-sent1-gate0.5")
+V = VersionSnapshot(parser_version="parser-v1", chunker_version="document-v1",
+                    embedding_version="bm25s-v1", index_version="bm25-k1=0.9-b=0.4",
+                    prompt_template_version="extractive-v1-ctx3-sent1-gate0.5")
+
+
+def _versions(values: list[str]) -> VersionSnapshot:
+    return VersionSnapshot(**dict(zip(VERSION_KEYS, values, strict=True)))
 
 
 def test_key_ignores_the_calibrated_suffix_but_not_backend_or_answerer_settings():
-    calibrated = VersionSnapshot(*[*list(V.as_dict().values())[:4],
+    calibrated = _versions([*list(V.as_dict().values())[:4],
                                    "extractive-v1-ctx3-sent1-gate0.5-calibrated"])
     assert calibrator_key(calibrated) == calibrator_key(V)
     assert base_versions(calibrated) == V.as_dict()
-    other_index = VersionSnapshot(*[*list(V.as_dict().values())[:3], "bm25-k1=1.2-b=0.75",
+    other_index = _versions([*list(V.as_dict().values())[:3], "bm25-k1=1.2-b=0.75",
                                     V.prompt_template_version])
-    other_gate = VersionSnapshot(*[*list(V.as_dict().values())[:4],
+    other_gate = _versions([*list(V.as_dict().values())[:4],
                                    "extractive-v1-ctx3-sent1-gate0.4"])
     assert len({calibrator_key(V), calibrator_key(other_index), calibrator_key(other_gate)}) == 3
 
@@ -292,7 +307,7 @@ def test_load_calibrator_finds_the_file_for_these_versions_only(tmp_path):
     cal.save(calibrator_path(tmp_path, V))
     assert calibrator_path(tmp_path, V).name == f"calibrator-{calibrator_key(V)}.json"
     assert _load_calibrator(tmp_path, V) == cal
-    other = VersionSnapshot(*[*list(V.as_dict().values())[:3], "sha256-random-v1",
+    other = _versions([*list(V.as_dict().values())[:3], "sha256-random-v1",
                               V.prompt_template_version])
     assert _load_calibrator(tmp_path, other) is None
     assert _load_calibrator(tmp_path) is None
@@ -363,6 +378,8 @@ def _flat(text: str) -> str:
 
 
 def test_nan_never_reaches_the_block():
-    conf, correct = calibration_pairs([_q("a")], [Answer("x", (), None, math.nan)],
+    conf, correct = calibration_pairs([_q("a")],
+                                      [Answer(text="x", citations=(), refusal_reason=None,
+                                              confidence=math.nan)],
                                       np.array([1.0]))
     assert calibration_block(conf, correct) is None

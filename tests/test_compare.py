@@ -140,7 +140,8 @@ def test_first_relevant_rank_beyond_ten_is_a_miss_and_null_means_no_truth():
         hits = tuple({"rank": i + 1, "chunk_id": f"d{i}#0", "doc_id": f"d{i}", "score": 1.0}
                      for i in range(20))
         scores = {"hit_at_5": None if rank is None else float(0 < rank <= 5)}
-        return PerQueryRow(qid, qid, hits, None, scores, 1.0, None, {"chunk": rank, "doc": rank})
+        return PerQueryRow(id=qid, query=qid, hits=hits, answer=None, scores=scores, latency_ms=1.0,
+                           error=None, first_relevant_rank={"chunk": rank, "doc": rank})
 
     b = _side("b", [row("a", 3), row("b", 2), row("c", None)])
     c = _side("c", [row("a", 12), row("b", 1), row("c", None)])
@@ -153,9 +154,11 @@ def test_an_old_per_query_file_without_first_relevant_rank_is_not_read_as_misses
     # a --k 5 run has no mrr; if only one side has first_relevant_rank, both are read the old
     # way (no rank information), never "truth on one side only" = a miss on the other
     hits = ({"rank": 1, "chunk_id": "d#0", "doc_id": "d", "score": 1.0},)
-    new = [PerQueryRow(q, q, hits, None, {"hit_at_5": 1.0}, 1.0, None, {"chunk": 1, "doc": 1})
+    new = [PerQueryRow(id=q, query=q, hits=hits, answer=None, scores={"hit_at_5": 1.0},
+                       latency_ms=1.0, error=None, first_relevant_rank={"chunk": 1, "doc": 1})
            for q in "abc"]
-    old = [PerQueryRow(q, q, hits, None, {"hit_at_5": 1.0}, 1.0, None) for q in "abc"]
+    old = [PerQueryRow(id=q, query=q, hits=hits, answer=None, scores={"hit_at_5": 1.0},
+                       latency_ms=1.0, error=None) for q in "abc"]
     for b, c in ((new, old), (old, new)):
         result = compare_runs(_side("b", b), _side("c", c),
                               CompareOptions(primary="hit_at_5", resamples=100))
@@ -164,7 +167,8 @@ def test_an_old_per_query_file_without_first_relevant_rank_is_not_read_as_misses
 
 def _truth_row(qid, chunk, doc, **scores):
     hits = ({"rank": 1, "chunk_id": "d#0", "doc_id": "d", "score": 1.0},)
-    return PerQueryRow(qid, qid, hits, None, scores, 1.0, None, {"chunk": chunk, "doc": doc})
+    return PerQueryRow(id=qid, query=qid, hits=hits, answer=None, scores=scores, latency_ms=1.0,
+                       error=None, first_relevant_rank={"chunk": chunk, "doc": doc})
 
 
 def test_default_primary_follows_the_ground_truth_and_named_gates_must_exist():
@@ -315,9 +319,10 @@ def _row(qid, mrr, hits=1, contains=None, refused=None, score=1.0, **scores):
                                            "refusal_reason": "gate" if refused else None}
     hit_list = tuple({"rank": i + 1, "chunk_id": f"d{i}#0", "doc_id": f"d{i}", "score": score}
                      for i in range(hits))
-    return PerQueryRow(qid, f"query {qid}?", hit_list, answer,
-                       {"mrr": mrr, "mrr_doc": mrr, "hit_at_5": None if mrr is None else
-                        float(mrr >= 0.2), "contains_all": contains, **scores}, 1.0, None)
+    return PerQueryRow(id=qid, query=f"query {qid}?", hits=hit_list, answer=answer,
+                       scores={"mrr": mrr, "mrr_doc": mrr, "hit_at_5": None if mrr is None else
+                        float(mrr >= 0.2), "contains_all": contains, **scores}, latency_ms=1.0,
+                       error=None)
 
 
 def _side(run_id, rows, **tags):
@@ -325,7 +330,8 @@ def _side(run_id, rows, **tags):
                  "kebab.git_commit": "abc", "kebab.git_dirty": "false", **tags}
     params = {"parser_version": "p1", "chunker_version": "c1", "embedding_version": "e",
               "index_version": "i", "prompt_template_version": "t"}
-    return RunSide(run_id, run_id, "FINISHED", params, base_tags, tuple(rows), "x")
+    return RunSide(run_id=run_id, name=run_id, status="FINISHED", params=params, tags=base_tags,
+                   rows=tuple(rows), per_query_sha256="x")
 
 
 @pytest.mark.parametrize("base_mrr, cand_mrr, base_hits, cand_hits, kind", [
@@ -387,9 +393,10 @@ def test_private_sets_keep_query_text_out_and_json_has_no_nan():
 
 def test_every_refusal_is_listed_at_once():
     b = _side("b", [_row("q", 1.0)], **{"kebab.git_dirty": "true"})
-    c = RunSide("c", "c", "FINISHED", {"chunker_version": "c2"},
-                {"kebab.golden_sha256": "other", "kebab.per_query_sha256": "y",
-                 "kebab.git_commit": "def"}, (_row("q", 1.0), _row("q", 1.0)), "z")
+    c = RunSide(run_id="c", name="c", status="FINISHED", params={"chunker_version": "c2"},
+                tags={"kebab.golden_sha256": "other", "kebab.per_query_sha256": "y",
+                 "kebab.git_commit": "def"}, rows=(_row("q", 1.0), _row("q", 1.0)),
+                per_query_sha256="z")
     with pytest.raises(ComparisonRefused) as info:
         compare_runs(b, c, CompareOptions(strict=True, resamples=100))
     text = str(info.value)

@@ -45,8 +45,9 @@ def _doc_row(qid: str, rank: int, ndcg: float | None = None) -> PerQueryRow:
     value = (1 / math.log2(rank + 1) if rank else 0.0) if ndcg is None else ndcg
     scores = {"mrr": None, "hit_at_5": None, "mrr_doc": 1 / rank if rank else 0.0,
               "ndcg_at_10_doc": value, "recall_at_100_doc": 1.0}
-    return PerQueryRow(qid, f"claim {qid}", hits, None, scores, 1.0, None,
-                       {"chunk": None, "doc": rank})
+    return PerQueryRow(id=qid, query=f"claim {qid}", hits=hits, answer=None, scores=scores,
+                       latency_ms=1.0, error=None,
+                       first_relevant_rank={"chunk": None, "doc": rank})
 
 
 def _side(run_id: str, rows, **tags) -> RunSide:
@@ -54,7 +55,8 @@ def _side(run_id: str, rows, **tags) -> RunSide:
             "kebab.git_commit": "abc", "kebab.git_dirty": "false", **tags}
     params = {"parser_version": "p1", "chunker_version": "c1", "embedding_version": "e",
               "index_version": "i", "prompt_template_version": "t"}
-    return RunSide(run_id, run_id, "FINISHED", params, base, tuple(rows), "x")
+    return RunSide(run_id=run_id, name=run_id, status="FINISHED", params=params, tags=base,
+                   rows=tuple(rows), per_query_sha256="x")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -121,11 +123,13 @@ def _chunk_rows(deltas_mrr, n=40, base_mrr=0.5, **extra):
     for i in range(n):
         d = deltas_mrr[i] if i < len(deltas_mrr) else 0.0
         common = {"recall_at_10_doc": 1.0, **extra}
-        b.append(PerQueryRow(f"q{i}", "q", hits, None, {"mrr": base_mrr, **common}, 1.0, None,
-                             {"chunk": 2, "doc": 2}))
+        b.append(PerQueryRow(id=f"q{i}", query="q", hits=hits, answer=None,
+                             scores={"mrr": base_mrr, **common}, latency_ms=1.0, error=None,
+                             first_relevant_rank={"chunk": 2, "doc": 2}))
         rank = 2 if d == 0 else (1 if d > 0 else 4)
-        c.append(PerQueryRow(f"q{i}", "q", hits, None, {"mrr": base_mrr + d, **common}, 1.0,
-                             None, {"chunk": rank, "doc": rank}))
+        c.append(PerQueryRow(id=f"q{i}", query="q", hits=hits, answer=None,
+                             scores={"mrr": base_mrr + d, **common}, latency_ms=1.0,
+                             error=None, first_relevant_rank={"chunk": rank, "doc": rank}))
     return b, c
 
 
@@ -154,9 +158,10 @@ def test_an_unchanged_gate_is_reported_and_left_out_of_holm():
     assert "unchanged" in to_markdown(result)
     # a second gate that changed does share the correction: Holm over 2
     b2, c2 = _chunk_rows([-0.25] * 6, hit_at_5=1.0)
-    c2 = [PerQueryRow(r.id, r.query, r.hits, None, {**r.scores, "hit_at_5": 0.0 if i < 3
-                                                    else 1.0}, 1.0, None,
-                      r.first_relevant_rank) for i, r in enumerate(c2)]
+    c2 = [PerQueryRow(id=r.id, query=r.query, hits=r.hits, answer=None,
+                      scores={**r.scores, "hit_at_5": 0.0 if i < 3 else 1.0}, latency_ms=1.0,
+                      error=None,
+                      first_relevant_rank=r.first_relevant_rank) for i, r in enumerate(c2)]
     result = compare_runs(_side("b", b2), _side("c", c2),
                           CompareOptions(gates=("hit_at_5",), resamples=100))
     p1, p2 = (m.p_value for m in result.metrics)

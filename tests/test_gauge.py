@@ -53,7 +53,7 @@ def test_row_stat_missing(values):
 
 
 def test_row_stat_single_query_has_no_ci():
-    assert stat([0.3]) == RowStat(0.3, None, None, 1)
+    assert stat([0.3]) == RowStat(mean=0.3, ci_low=None, ci_high=None, n=1)
 
 
 def test_row_stat_is_seeded():
@@ -89,8 +89,10 @@ def test_signal_state(primary, floors, expected):
 
 def test_floor_state_boundary_is_strict():
     # the primary's lower bound equal to the floor's upper bound is not "above" it
-    assert floor_state(RowStat(0.8, 0.5, 0.9, 10), RowStat(0.3, 0.1, 0.5, 10)) == UNCERTAIN
-    assert floor_state(RowStat(0.8, 0.51, 0.9, 10), RowStat(0.3, 0.1, 0.5, 10)) == ALIVE
+    assert floor_state(RowStat(mean=0.8, ci_low=0.5, ci_high=0.9, n=10),
+                       RowStat(mean=0.3, ci_low=0.1, ci_high=0.5, n=10)) == UNCERTAIN
+    assert floor_state(RowStat(mean=0.8, ci_low=0.51, ci_high=0.9, n=10),
+                       RowStat(mean=0.3, ci_low=0.1, ci_high=0.5, n=10)) == ALIVE
 
 
 def test_combine_states_worst_first():

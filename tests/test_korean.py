@@ -306,10 +306,13 @@ def test_bigram_share_by_hand():
 
 
 def test_score_margin_by_hand():
-    hits = [Hit("a#0", "a", 10.0, 1), Hit("b#0", "b", 6.0, 2), Hit("c#0", "c", 1.0, 3)]
+    hits = [Hit(chunk_id="a#0", doc_id="a", score=10.0, rank=1),
+            Hit(chunk_id="b#0", doc_id="b", score=6.0, rank=2),
+            Hit(chunk_id="c#0", doc_id="c", score=1.0, rank=3)]
     assert score_margin(hits) == pytest.approx(0.4)
     assert score_margin(hits[:1]) == 1.0
-    assert score_margin([]) == 0.0 and score_margin([Hit("a#0", "a", 0.0, 1)]) == 0.0
+    assert score_margin([]) == 0.0 and score_margin([Hit(chunk_id="a#0", doc_id="a", score=0.0,
+                                                         rank=1)]) == 0.0
 
 
 def test_gate_model_is_a_logistic_over_the_three_features():
@@ -318,8 +321,9 @@ def test_gate_model_is_a_logistic_over_the_three_features():
     assert model(GateFeatures(0.5, 0.25, 0.5)) == pytest.approx(1 / (1 + math.exp(-z)))
 
 
-KO_HITS = (Hit("p#0", "p", 8.0, 1, "임세영은 서울에서 태어난 배우이다. 그는 2001년에 데뷔했다."),
-           Hit("q#0", "q", 2.0, 2, "서울은 한국의 수도이다."))
+KO_HITS = (Hit(chunk_id="p#0", doc_id="p", score=8.0, rank=1,
+               text="임세영은 서울에서 태어난 배우이다. 그는 2001년에 데뷔했다."),
+           Hit(chunk_id="q#0", doc_id="q", score=2.0, rank=2, text="서울은 한국의 수도이다."))
 
 
 def test_the_gate_decides_on_answerability_and_says_so():

@@ -16,7 +16,7 @@ from kebab_mlflow.metrics.aggregate import (
     aggregate_block,
     metric_key,
 )
-from kebab_mlflow.metrics.registry import MetricDef, register
+from kebab_mlflow.metrics.registry import Level, MetricDef, parse_metric, registry
 from kebab_mlflow.metrics.retrieval import (
     RelevanceTable,
     first_appearance,
@@ -52,20 +52,23 @@ def test_precision_at_5(ranking, expected, value):
 
 def test_precision_is_null_when_no_query_has_expected_chunks():
     queries = [GoldenQuery(id=f"q{i}", query=f"query {i}") for i in range(3)]
-    results = [QueryResult(q.id, (Hit("d#0", "d", 1.0, 1),)) for q in queries]
+    hit = Hit(chunk_id="d#0", doc_id="d", score=1.0, rank=1)
+    results = [QueryResult(query_id=q.id, hits=(hit,)) for q in queries]
     scores = score_results(queries, results, 5, cutoffs_for(5))
     assert np.isnan(scores["precision_at_5_chunk"]).all()
     block = aggregate_block(scores)
     assert block["precision_at_5_chunk"] is None
     assert block["hit_at_5"] is None
-    assert "precision_at_5_chunk" not in Aggregate(block).flat_metrics()
-    assert json.loads(Aggregate(block).to_json())["overall"]["hit_at_5"] is None
+    assert "precision_at_5_chunk" not in Aggregate(overall=block).flat_metrics()
+    assert json.loads(Aggregate(overall=block).to_json())["overall"]["hit_at_5"] is None
 
 
 def test_queries_without_truth_are_skipped_not_counted_as_zero():
     queries = [GoldenQuery(id="q1", query="a", expected_chunk_ids=("d#0",)),
                GoldenQuery(id="q2", query="b")]
-    results = [QueryResult("q1", (Hit("d#0", "d", 1.0, 1),)), QueryResult("q2", ())]
+    results = [QueryResult(query_id="q1",
+                           hits=(Hit(chunk_id="d#0", doc_id="d", score=1.0, rank=1),)),
+               QueryResult(query_id="q2", hits=())]
     block = aggregate_block(score_results(queries, results, 5, cutoffs_for(5)))
     assert block["hit_at_1"] == 1.0  # the mean over q1 alone, not (1 + 0) / 2
     assert block["precision_at_1_chunk"] == 1.0
@@ -149,15 +152,18 @@ def test_cutoffs_never_exceed_the_depth_and_mrr_needs_10():
     assert cutoffs_for(100) == [1, 3, 5, 10, 100]
     assert cutoffs_for(7) == [1, 3, 5, 7]
     q = [GoldenQuery(id="q", query="x", expected_chunk_ids=("d#0",))]
-    scores = score_results(q, [QueryResult("q", (Hit("d#0", "d", 1.0, 1),))], 5, cutoffs_for(5))
+    hit = Hit(chunk_id="d#0", doc_id="d", score=1.0, rank=1)
+    scores = score_results(q, [QueryResult(query_id="q", hits=(hit,))], 5, cutoffs_for(5))
     assert "mrr" not in scores and "hit_at_10" not in scores and "hit_at_5" in scores
-    assert "precision_at_100_doc" in METRICS  # registered by cutoffs_for(100)
+    assert "precision_at_100_doc" not in METRICS  # a run's cut-off registers nothing
+    assert parse_metric("precision_at_100_doc").k == 100  # its name defines it
 
 
 # --- doc level -----------------------------------------------------------------------------
 
 def hits(*chunk_ids):
-    return tuple(Hit(c, c.split("#")[0], 1.0 / r, r) for r, c in enumerate(chunk_ids, 1))
+    return tuple(Hit(chunk_id=c, doc_id=c.split("#")[0], score=1.0 / r, rank=r)
+                 for r, c in enumerate(chunk_ids, 1))
 
 
 def test_first_appearance():
@@ -166,7 +172,7 @@ def test_first_appearance():
 
 def test_doc_level_ranks_documents_by_first_appearance():
     q = GoldenQuery(id="q", query="x", expected_doc_ids={"d2": 1, "d3": 2})
-    result = QueryResult("q", hits("d1#0", "d1#1", "d2#0", "d1#2", "d2#1", "d3#0"))
+    result = QueryResult(query_id="q", hits=hits("d1#0", "d1#1", "d2#0", "d1#2", "d2#1", "d3#0"))
     s = {k: v[0] for k, v in score_results([q], [result], 10, cutoffs_for(10)).items()}
     # doc ranking: d1, d2, d3 — later chunks of d1/d2 dropped
     assert s["hit_at_1_doc"] == 0.0
@@ -182,7 +188,8 @@ def test_doc_level_ranks_documents_by_first_appearance():
 
 def test_chunk_level_names_keep_the_original_names():
     q = GoldenQuery(id="q", query="x", expected_chunk_ids=("d1#1",))
-    s = score_results([q], [QueryResult("q", hits("d1#0", "d1#1"))], 10, cutoffs_for(10))
+    s = score_results([q], [QueryResult(query_id="q", hits=hits("d1#0", "d1#1"))], 10,
+                      cutoffs_for(10))
     assert s["hit_at_1"][0] == 0.0 and s["hit_at_3"][0] == 1.0 and s["mrr"][0] == 0.5
     assert s["precision_at_3_chunk"][0] == pytest.approx(1 / 3)
     assert s["recall_at_1_chunk"][0] == 0.0
@@ -192,8 +199,9 @@ def test_chunk_level_names_keep_the_original_names():
 
 def test_no_hit_rate_and_error_rate():
     queries = [GoldenQuery(id=f"q{i}", query=f"x{i}") for i in range(4)]
-    results = [QueryResult("q0", hits("d#0")), QueryResult("q1", ()),
-               QueryResult("q2", (), error="RuntimeError: boom"), QueryResult("q3", hits("d#1"))]
+    results = [QueryResult(query_id="q0", hits=hits("d#0")), QueryResult(query_id="q1", hits=()),
+               QueryResult(query_id="q2", hits=(), error="RuntimeError: boom"),
+               QueryResult(query_id="q3", hits=hits("d#1"))]
     s = score_results(queries, results, 5, cutoffs_for(5))
     assert s["no_hit_rate"].tolist() == [0.0, 1.0, 0.0, 0.0]
     assert s["error_rate"].tolist() == [0.0, 0.0, 1.0, 0.0]
@@ -230,7 +238,7 @@ def test_from_codes_equals_from_rankings(seed):
 # --- aggregates ----------------------------------------------------------------------------
 
 def test_aggregate_round_trips_through_json():
-    aggregate = Aggregate({"hit_at_5": 0.1 + 0.2, "mrr": None, "ndcg_at_10_doc": 1 / 3},
+    aggregate = Aggregate(overall={"hit_at_5": 0.1 + 0.2, "mrr": None, "ndcg_at_10_doc": 1 / 3},
                           counts={"queries": 3},
                           by_query_type={"comparison": {"mrr": 0.5, "hit_at_5": None}},
                           reliability_bins=((0.0, None, None, 0), (0.5, 0.55, 1.0, 2)))
@@ -251,7 +259,7 @@ def test_an_aggregate_from_before_a_metric_existed_still_loads():
 
 def test_nan_never_goes_into_or_comes_out_of_an_aggregate():
     with pytest.raises(ValueError, match="Out of range float values are not JSON compliant"):
-        Aggregate({"mrr": float("nan")}).to_json()
+        Aggregate(overall={"mrr": float("nan")}).to_json()
     with pytest.raises(ValueError, match="NaN is not valid in an aggregate"):
         Aggregate.from_json('{"overall": {"mrr": NaN}}')
     with pytest.raises(ValueError, match="not an aggregate"):
@@ -291,8 +299,42 @@ def test_unknown_metric_lists_the_valid_ones():
 
 
 def test_registering_a_metric_twice_is_refused():
+    again = MetricDef(name="mrr", level=Level.CHUNK, description="again", family="mrr")
     with pytest.raises(ValueError, match="registered twice"):
-        register(MetricDef("mrr", "chunk", "again", "mrr"))
+        registry(iter([METRICS["mrr"], again]))
+
+
+def test_the_registry_is_read_only():
+    with pytest.raises(TypeError):
+        METRICS["hit_at_7"] = METRICS["hit_at_5"]  # type: ignore[index]
+
+
+@pytest.mark.parametrize(("name", "family", "k", "level"), [
+    ("ndcg_at_10_doc", "ndcg", 10, "doc"), ("ndcg_at_100_doc", "ndcg", 100, "doc"),
+    ("hit_at_7", "hit", 7, "chunk"), ("hit_at_7_doc", "hit", 7, "doc"),
+    ("precision_at_1000_chunk", "precision", 1000, "chunk"), ("mrr", "mrr", 10, "chunk"),
+    ("mrr_doc", "mrr", 10, "doc"), ("r_precision_chunk", "r_precision", None, "chunk"),
+    ("map_doc", "map", None, "doc"), ("judged_at_20_doc", "judged", 20, "doc"),
+    ("contains_all", "contains_all", None, "answer"), ("error_rate", "error_rate", None, "run"),
+])
+def test_a_metric_is_parsed_from_its_name_and_spells_it_back(name, family, k, level):
+    metric = parse_metric(name)
+    assert (metric.name, metric.family, metric.k, metric.level) == (name, family, k, level)
+
+
+@pytest.mark.parametrize("name", ["hit_at_5_chunk", "precision_at_5", "judged_at_5_chunk",
+                                  "mrr_at_5", "ndcg_at_0_doc", "ndcg_doc", "hit@5", "recall"])
+def test_names_that_are_not_the_canonical_spelling_parse_to_nothing(name):
+    assert parse_metric(name) is None
+
+
+def test_a_parsed_metric_carries_its_computation():
+    ranked = [["a", "x", "b"], ["x", "y", "z"]]
+    table = RelevanceTable.from_rankings(ranked, [{"a": 1, "b": 1}, {"q": 1}], 3)
+    # query 1: relevant at ranks 1 and 3 of 3; query 2: nothing relevant retrieved
+    assert parse_metric("precision_at_3_chunk").score(table).tolist() == [2 / 3, 0.0]
+    assert parse_metric("hit_at_2").score(table).tolist() == [1.0, 0.0]
+    assert parse_metric("recall_at_2_chunk").score(table).tolist() == [0.5, 0.0]
 
 
 # --- average precision, R-precision, judged_at_k (hand-computed) -----------------------------
@@ -317,8 +359,9 @@ def test_r_precision_reads_the_top_r_and_a_short_depth():
 
 def test_judged_at_k_counts_grade_zero_judgments_and_divides_by_k():
     q = GoldenQuery(id="q", query="q", expected_doc_ids={"a": 0, "b": 2})
-    hits = tuple(Hit(f"{d}#0", d, 1.0, r) for r, d in enumerate(["a", "x", "b"], 1))
-    s = score_results([q], [QueryResult("q", hits)], 5, cutoffs_for(5))
+    hits = tuple(Hit(chunk_id=f"{d}#0", doc_id=d, score=1.0, rank=r)
+                 for r, d in enumerate(["a", "x", "b"], 1))
+    s = score_results([q], [QueryResult(query_id="q", hits=hits)], 5, cutoffs_for(5))
     assert s["judged_at_1_doc"][0] == 1.0  # "a" is judged (grade 0) though not relevant
     assert s["judged_at_3_doc"][0] == pytest.approx(2 / 3)
     assert s["judged_at_5_doc"][0] == pytest.approx(2 / 5)  # a short list lowers it

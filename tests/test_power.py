@@ -91,9 +91,11 @@ def test_the_mde_is_the_drop_the_sign_flip_test_detects_80_percent_of_the_time()
 
 
 def _side(values, metric="ndcg_at_10_doc") -> RunSide:
-    rows = [PerQueryRow(f"q{i}", None, [], None, {metric: float(v)}, 1.0, None, {"doc": 1})
+    rows = [PerQueryRow(id=f"q{i}", query=None, hits=[], answer=None, scores={metric: float(v)},
+                        latency_ms=1.0, error=None, first_relevant_rank={"doc": 1})
             for i, v in enumerate(values)]
-    return RunSide("r" * 32, "run", "exp", {}, {}, rows, {})
+    return RunSide(run_id="r" * 32, name="run", status="exp", params={}, tags={}, rows=rows,
+                   per_query_sha256={})
 
 
 def test_power_of_one_run_models_a_loss_as_whole_queries_losing_their_score():

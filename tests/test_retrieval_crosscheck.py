@@ -70,7 +70,9 @@ def _bm25_results(docs, qrels, texts) -> tuple[list[str], list[QueryResult]]:
     index = BM25Index.build([c.text for c in chunks], 0.9, 0.4)
     qids = sorted(texts)
     ranked = index.search_batch([texts[q] for q in qids], DEPTH)
-    return qids, [QueryResult(q, tuple(Hit(chunks[i].chunk_id, chunks[i].doc_id, s, r)
+    return qids, [QueryResult(query_id=q,
+                              hits=tuple(Hit(chunk_id=chunks[i].chunk_id, doc_id=chunks[i].doc_id,
+                                             score=s, rank=r)
                                        for r, (i, s) in enumerate(hits, 1)))
                   for q, hits in zip(qids, ranked, strict=True)]
 
@@ -91,7 +93,9 @@ def _synthetic() -> tuple[list[str], dict, list[QueryResult]]:
         docs = list(dict.fromkeys(f"d{d}" for d in ranked))[:depth]
         qids.append(qid)
         qrels[qid] = grades
-        results.append(QueryResult(qid, tuple(Hit(f"{d}#0", d, float(DEPTH - r), r)
+        results.append(QueryResult(query_id=qid,
+                                   hits=tuple(Hit(chunk_id=f"{d}#0", doc_id=d,
+                                                  score=float(DEPTH - r), rank=r)
                                               for r, d in enumerate(docs, 1))))
     return qids, qrels, results
 

@@ -40,13 +40,29 @@ def test_sigkill_while_a_new_store_is_created_never_bricks_it(tmp_path):
 
 
 def test_a_half_created_store_without_runs_is_set_aside_and_rebuilt(tmp_path, caplog):
-    (size, uri), = faultpoints.kill_at_sizes(tmp_path, (300_000,), faultpoints.CREATE_IN_PLACE)
+    db = tmp_path / "store" / "mlflow.db"
+    uri = faultpoints.build_half_created_store(db)
+    assert "already exists" in _mlflow_refusal(uri)  # what MLflow alone says of it
     assert faultpoints.store_usable(uri) is None
-    (aside,) = tmp_path.glob("kill-at-300000/mlflow.db.broken-*")
+    (aside,) = db.parent.glob("mlflow.db.broken-*")
     assert aside.stat().st_size > 0
     assert any("half-created" in r.getMessage() for r in caplog.records)
     assert faultpoints.store_usable(uri) is None  # the rebuilt store opens as it is
     assert len(list(tmp_path.rglob("*.broken-*"))) == 1
+
+
+def _mlflow_refusal(uri: str) -> str:
+    from mlflow.tracking import MlflowClient
+
+    from kebab_mlflow.tracking.store import _forget_engine
+
+    try:
+        MlflowClient(tracking_uri=uri).search_experiments(max_results=1)
+    except Exception as exc:  # noqa: BLE001 - whichever error MLflow raises
+        return str(exc)
+    finally:
+        _forget_engine(uri)
+    return ""
 
 
 SWEEP_CASES = {p.name: p for p in faultpoints.SWEEP_POINTS}
@@ -87,3 +103,49 @@ def test_a_signal_while_the_tune_parent_is_created_ends_it_killed(tmp_path, stor
         got = faultpoints.outcome(proc, folder, store_uri)
         assert (got.returncode, got.statuses) == (130, ["KILLED"]), (signame, got.stderr[-1500:])
         assert "Traceback" not in got.stderr and not got.work_left
+
+
+# A target that signals itself from inside a finalizer, the moment the issue saw swallowed:
+# Python runs the handler there, and an exception leaving a finalizer (or a gc callback) is
+# printed as "Exception ignored in ..." and dropped. Deterministic: the signal is sent from the
+# finalizer itself, on the second query.
+FINALIZER_SIGNAL_TARGET = """\
+import os, signal
+from kebab_mlflow.records import Hit
+
+calls = []
+
+class Signals:
+    def __del__(self):
+        os.kill(os.getpid(), signal.{signame})
+        calls.append("signalled")  # bytecode after the kill: the handler runs in here
+
+def search(query, k):
+    calls.append(query)
+    if len(calls) == 2:
+        Signals()  # dropped at once: its finalizer runs here
+    return [Hit("harbor-transit#0", "harbor-transit", 1.0, 1)]
+"""
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
+def test_a_signal_inside_a_finalizer_still_ends_the_run_killed(tmp_path, store_uri, signame):
+    import subprocess
+    import sys
+
+    from tests.conftest import mlflow_client, write
+
+    target = write(tmp_path / "finalizer_target.py",
+                   FINALIZER_SIGNAL_TARGET.format(signame=signame))
+    done = subprocess.run(
+        [sys.executable, "-m", "kebab_mlflow.cli", "run", "--golden", str(faultpoints.GOLDEN),
+         "--target", f"python:{target}:search", "--tracking-uri", store_uri,
+         "--experiment", "finalizer"], capture_output=True, text=True, timeout=600,
+        cwd=tmp_path, env={**__import__("os").environ, "PYTHONPATH": str(faultpoints.ROOT)},
+        preexec_fn=faultpoints.sigint_at_default)
+    assert done.returncode == 130, done.stderr[-2000:]
+    assert "Exception ignored" not in done.stderr and "Traceback" not in done.stderr
+    assert "ended as KILLED" in done.stderr
+    client = mlflow_client(store_uri)
+    runs = client.search_runs([client.get_experiment_by_name("finalizer").experiment_id])
+    assert [r.info.status for r in runs] == ["KILLED"]

@@ -128,7 +128,7 @@ def test_a_rows_numbers_do_not_depend_on_its_position_or_the_other_rows():
 
 def test_ragged_rows_empty_rows_and_nan():
     out = stats.paired_tests([np.array([]), np.array([1.0, -1.0, 0.5])], resamples=500)
-    assert out[0] == stats.PairedTest(0, None, None, None, None)
+    assert out[0] == stats.PairedTest(n=0, mean=None, ci_low=None, ci_high=None, p_value=None)
     assert out[1].n == 3 and out[1].mean == pytest.approx(0.5 / 3)
     with pytest.raises(ValueError, match="finite"):
         stats.paired_tests([np.array([1.0, np.nan])])

@@ -355,12 +355,18 @@ rows:
 """)
 
 
-def _until(what: str, ready, timeout: float = 120.0):
-    """Wait for an event (a file, a process gone), polling; fail after ``timeout``."""
+def _until(what: str, ready, timeout: float = 600.0, proc=None):
+    """Wait for an event (a file, a process gone), polling; fail at once if ``proc`` (the
+    process that should cause it) ended first, else after ``timeout`` — a bound on a hang,
+    not a guess of how long the work takes (a loaded machine took over 120 s to start a
+    Dask row)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if (value := ready()):
             return value
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"the process ended (exit {proc.returncode}) before {what}: "
+                                 f"{proc.stderr.read()[-2000:] if proc.stderr else ''}")
         time.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what}")
 
@@ -400,7 +406,7 @@ def test_sigterm_with_jobs_ends_runs_killed_without_idle_worker_tracebacks(tmp_p
     statuses = {r.info.run_name: r.info.status for r in runs_in(store_uri)}
     assert "RUNNING" not in statuses.values(), statuses
     assert list(statuses.values()).count("KILLED") == 2  # the parent and the slow row
-    _until("the worker to exit", lambda: not _alive(worker), 60)
+    _until("the worker to exit", lambda: not _alive(worker))
 
 
 def test_sigkill_of_the_sweep_takes_its_workers_and_resume_ends_stale_children(tmp_path,
@@ -412,7 +418,7 @@ def test_sigkill_of_the_sweep_takes_its_workers_and_resume_ends_stale_children(t
     with proc:
         proc.kill()
         proc.wait(timeout=60)
-    _until("the orphaned worker to exit", lambda: not _alive(worker), 60)
+    _until("the orphaned worker to exit", lambda: not _alive(worker))
     runs = {r.info.run_name: r for r in runs_in(store_uri)}
     parent = runs["sweep"]
     assert parent.info.status == "RUNNING"  # SIGKILL: nobody could end it
@@ -556,6 +562,24 @@ def test_resume_runs_a_tampered_row_again(tmp_path, store_uri):
     assert after["gauge"] == before["gauge"]  # the honest numbers, computed again
 
 
+@pytest.mark.parametrize(("executor", "shown"), [('"dask:"', "'dask:'"),
+                                                 ('"dask:  "', "'dask:  '"),
+                                                 ("yarn", "'yarn'"), ("3", "3")])
+def test_a_sweep_files_executor_follows_the_flags_rule_at_load_time(tmp_path, executor, shown):
+    """Issue 26: `executor: "dask:"` passed validation and then failed naming --executor, a
+    flag the user never passed; the file's value is refused at load time, with its line."""
+    path = _sweep_file(tmp_path, f"executor: {executor}\n" + SMALL)
+    with pytest.raises(SweepError) as info:
+        load_sweep(path)
+    assert [str(p) for p in info.value.problems] == [
+        f"{path}:4: 'executor' must be local, dask or dask:ADDRESS, got {shown}"]
+
+
+def test_a_sweep_files_dask_address_is_kept(tmp_path):
+    path = _sweep_file(tmp_path, "executor: dask:tcp://scheduler:8786\n" + SMALL)
+    assert load_sweep(path).executor == "dask:tcp://scheduler:8786"
+
+
 def test_names_mlflow_refuses_and_unbounded_resamples_fail_before_anything_runs(tmp_path,
                                                                                  store_uri):
     """Issue 18 item 3: a row named '.' or '..' (metric keys gauge/<m>/./mean are not plain
@@ -621,7 +645,8 @@ def test_headline_metrics_are_those_with_ground_truth_in_the_golden_set():
     spec = SimpleNamespace(gauge_metrics=("mrr_doc", "ndcg_at_10_doc"))
     doc_only = {"hit_at_5": None, "mrr": None, "precision_at_5_chunk": None,
                 "recall_at_10_doc": 0.8, "mrr_doc": 0.6, "ndcg_at_10_doc": 0.7}
-    rows = {n: RowOutcome(n, "variant", n, "FINISHED", overall=doc_only) for n in "ab"}
+    rows = {n: RowOutcome(name=n, role="variant", run_id=n, status="FINISHED",
+                          overall=doc_only) for n in "ab"}
     shown = headline_metrics(spec, rows)
     assert shown[:2] == ["mrr_doc", "ndcg_at_10_doc"] and "recall_at_10_doc" in shown
     assert not {"hit_at_5", "mrr", "precision_at_5_chunk"} & set(shown)

@@ -165,12 +165,12 @@ def test_a_worker_killed_mid_row_the_row_is_retried_and_the_sweep_goes_on(tmp_pa
                            "--tracking-uri", pg_uri, "--experiment", experiment, "--json"],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
         worker = int(_until("the row to start on a worker", lambda: (
-            tmp_path / "started").exists() and (tmp_path / "started").read_text()))
+            tmp_path / "started").exists() and (tmp_path / "started").read_text(), proc=proc))
         assert worker in {w.pid for w in dask_cluster.workers}
         os.kill(worker, signal.SIGKILL)
         stdout, stderr = proc.communicate(timeout=300)
     assert proc.returncode == 0, stderr
-    _until("the killed worker to be reaped", lambda: not _alive(worker), 30)
+    _until("the killed worker to be reaped", lambda: not _alive(worker))
     out = json.loads(stdout)
     assert out["status"] == "FINISHED" and out["failed_rows"] == {}
     children = {c.info.run_id: c for c in _children(pg_uri, experiment, out["parent_run_id"])}
@@ -192,9 +192,10 @@ def test_sigterm_cancels_the_dask_rows_and_ends_every_run_killed(tmp_path, pg_ur
                            "sweep", str(path), "--executor", f"dask:{dask_cluster.address}",
                            "--tracking-uri", pg_uri, "--experiment", experiment],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
-        _until("the row to start on a worker", lambda: (tmp_path / "started").exists())
+        _until("the row to start on a worker", lambda: (tmp_path / "started").exists(),
+               proc=proc)
         proc.send_signal(signal.SIGTERM)
-        _, stderr = proc.communicate(timeout=120)
+        _, stderr = proc.communicate(timeout=600)
     assert proc.returncode == 130, stderr
     assert "ended as KILLED" in stderr and "Traceback" not in stderr
     # the running row stopped (it saw the cancel event inside the user's blocking target)
@@ -254,11 +255,12 @@ def test_sigterm_ends_a_local_dask_cluster_sweep_killed_and_leaves_no_worker(tmp
                            "sweep", str(path), "--executor", "dask", "--jobs", "2",
                            "--tracking-uri", store_uri, "--experiment", "lc-stop"],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
-        _until("the row to start on a worker", lambda: (tmp_path / "started").exists())
+        _until("the row to start on a worker", lambda: (tmp_path / "started").exists(),
+               proc=proc)
         workers = _descendants(proc.pid)
         assert int((tmp_path / "started").read_text()) in workers  # the row runs in a worker
         proc.send_signal(signal.SIGTERM)
-        _, stderr = proc.communicate(timeout=120)
+        _, stderr = proc.communicate(timeout=600)
     assert proc.returncode == 130, stderr
     assert "ended as KILLED" in stderr and "Traceback" not in stderr
     _until("the cluster's workers to exit", lambda: not any(_alive(p) for p in workers))

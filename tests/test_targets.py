@@ -159,8 +159,9 @@ def fixture_server():
 
 def test_hits_rank_by_reply_order_and_accept_hits_or_dicts():
     hits = parse_hits([{"chunk_id": "d1#0", "doc_id": "d1", "score": 2},
-                       Hit("d2#3", "d2", 1.5, rank=7, text="t")])
-    assert hits == (Hit("d1#0", "d1", 2.0, 1), Hit("d2#3", "d2", 1.5, 2, "t"))
+                       Hit(chunk_id="d2#3", doc_id="d2", score=1.5, rank=7, text="t")])
+    assert hits == (Hit(chunk_id="d1#0", doc_id="d1", score=2.0, rank=1),
+                    Hit(chunk_id="d2#3", doc_id="d2", score=1.5, rank=2, text="t"))
     assert parse_hits([]) == ()
 
 
@@ -191,7 +192,7 @@ def test_every_problem_of_a_reply_is_listed():
 
 def test_answers_are_parsed_and_validated():
     assert parse_answer({"text": "x", "citations": ["a#0"], "confidence": 1}) == Answer(
-        "x", ("a#0",), None, 1.0)
+        text="x", citations=("a#0",), refusal_reason=None, confidence=1.0)
     assert parse_answer(None) is None
     with pytest.raises(ReplyError) as info:
         parse_answer({"citations": "a#0", "confidence": 1.5, "refusal_reason": 3})
@@ -215,7 +216,8 @@ def test_http_success_keeps_order_ranks_answers_and_versions(server, behaviour):
     assert [[(h.chunk_id, h.rank) for h in r[0]] for r in replies] == [
         [("alpha#0", 1), ("alpha#1", 2)], [("beta#0", 1), ("beta#1", 2)],
         [("gamma#0", 1), ("gamma#1", 2)]]
-    assert replies[0][1] == Answer("about alpha", ("alpha#0",), None, 0.5)
+    assert replies[0][1] == Answer(text="about alpha", citations=("alpha#0",), refusal_reason=None,
+                                   confidence=0.5)
     assert replies[1][1] is None
     assert sorted(b["query"] for b in behaviour.bodies) == ["alpha", "beta", "gamma"]
     assert {(b["query"], b["k"], b["ask"]) for b in behaviour.bodies} == {
@@ -397,14 +399,15 @@ def test_cmd_placeholders_are_substituted_inside_arguments_once():
 
 
 class Protocolish:
-    versions = VersionSnapshot(*[f"v{i}" for i in range(5)])
+    versions = VersionSnapshot(**{k: f"v{i}" for i, k in enumerate(VERSION_KEYS)})
 
     def search(self, query, k):
         if query == "boom":
             raise ValueError("index offline")
         if query == "dupes":
             return [_hit("a#0"), _hit("a#0")]
-        return [Hit(f"{query}#{i}", query, 1.0 / (i + 1), rank=99) for i in range(k)]
+        return [Hit(chunk_id=f"{query}#{i}", doc_id=query, score=1.0 / (i + 1),
+                    rank=99) for i in range(k)]
 
     def ask(self, query, hits):
         return {"text": query, "citations": [hits[0].chunk_id], "confidence": 0.25}
@@ -430,14 +433,18 @@ def test_python_targets_objects_classes_factories_and_functions(capsys, cli_warn
         target = load_target(f"python:tests.test_targets:{attr}", concurrency=3)
         assert target.versions.index_version == "v3"
         replies = target.run_many([("x", True), ("boom", False), ("dupes", False)], 2)
-        assert replies[0][:3] == ((Hit("x#0", "x", 1.0, 1), Hit("x#1", "x", 0.5, 2)),
-                                  Answer("x", ("x#0",), None, 0.25), None)
+        assert replies[0][:3] == ((Hit(chunk_id="x#0", doc_id="x", score=1.0, rank=1),
+                                   Hit(chunk_id="x#1", doc_id="x", score=0.5, rank=2)),
+                                  Answer(text="x", citations=("x#0",), refusal_reason=None,
+                                         confidence=0.25), None)
         assert replies[1][2] == "ValueError: index offline"
         assert replies[2][2] == "bad hits: duplicate chunk id 'a#0' at hits 0 and 1"
     assert capsys.readouterr().err == ""
     target = load_target("python:tests.test_targets:plain_function")
     assert target.answers is False
-    assert target.run_many([("y", True)], 3)[0][:3] == ((Hit("y#0", "y", 1.0, 1),), None, None)
+    assert target.run_many([("y", True)],
+                           3)[0][:3] == ((Hit(chunk_id="y#0", doc_id="y", score=1.0, rank=1),),
+                                         None, None)
     assert "reports no parser_version" in capsys.readouterr().err
 
 

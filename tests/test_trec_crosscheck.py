@@ -65,10 +65,10 @@ def synthetic():
         hits, rank = [], 1
         for d in order:  # a doc's extra chunks come later: documents rank by first appearance
             for c in range(int(rng.integers(1, 3)) if rank < 2 * DEPTH else 1):
-                hits.append(Hit(f"d{d}#{c}", f"d{d}", 1.0 / rank, rank))
+                hits.append(Hit(chunk_id=f"d{d}#{c}", doc_id=f"d{d}", score=1.0 / rank, rank=rank))
                 rank += 1
         queries.append(GoldenQuery(id=qid, query=qid, expected_doc_ids=grades))
-        results.append(QueryResult(qid, tuple(hits[:DEPTH])))
+        results.append(QueryResult(query_id=qid, hits=tuple(hits[:DEPTH])))
     return queries, results
 
 
@@ -102,7 +102,9 @@ def scifact():
                 texts[rec["_id"]] = rec["text"]
     qids = sorted(texts)
     ranked = index.search_batch([texts[q] for q in qids], DEPTH)
-    results = [QueryResult(q, tuple(Hit(chunks[i].chunk_id, chunks[i].doc_id, s, r)
+    results = [QueryResult(query_id=q,
+                           hits=tuple(Hit(chunk_id=chunks[i].chunk_id, doc_id=chunks[i].doc_id,
+                                          score=s, rank=r)
                                     for r, (i, s) in enumerate(hits, 1)))
                for q, hits in zip(qids, ranked, strict=True)]
     return [GoldenQuery(id=q, query=texts[q], expected_doc_ids=qrels[q]) for q in qids], results

@@ -235,8 +235,9 @@ def test_publishing_traces_again_duplicates_nothing(runs):
     exp = tracker.experiment_id("republish")
     run_id = tracker.start_run(exp, "r", {})
     hit = {"doc_id": "d", "chunk_id": "d#0", "score": 2.5, "rank": 1, "text": "the text"}
-    payloads = [TracePayload(f"q{i}", f"query {i}", (hit,), None, {"mrr": 1.0 / (i + 1)},
-                             None, 1.5, ("miss",)) for i in range(3)]
+    payloads = [TracePayload(query_id=f"q{i}", query=f"query {i}", hits=(hit,), answer=None,
+                             scores={"mrr": 1.0 / (i + 1)},
+                             error=None, latency_ms=1.5, failure=("miss",)) for i in range(3)]
     assert tracker.log_traces(exp, run_id, payloads) == 3
     assert tracker.log_traces(exp, run_id, payloads) == 3
     traces = _traces(runs.uri, run_id)

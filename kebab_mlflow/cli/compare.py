@@ -115,17 +115,18 @@ def _pr_comment(tracker: Any, result: Any, baseline: Any, candidate: Any,
                 ui_url: str | None) -> str:
     """The pull-request comment, with links to both runs when the UI's address is known:
     ``--ui-url``, else a server tracking URI (without credentials)."""
+    from kebab_mlflow import vocabulary as vocab
     from kebab_mlflow.comparison.pr_comment import run_link, to_pr_comment
-    from kebab_mlflow.tracking.log import TRACES_TAG
     from kebab_mlflow.tracking.store import describe_uri
 
     base = ui_url or (describe_uri(tracker.uri)
                       if tracker.uri.startswith(("http://", "https://")) else None)
     links = None
     if base:
-        links = tuple(run_link(base, tracker.experiment_id(side.experiment, create=False),
-                               side.run_id, bool(side.tags.get(TRACES_TAG)))
-                      for side in (baseline, candidate))
+        b, c = (run_link(base, tracker.experiment_id(side.experiment, create=False),
+                         side.run_id, bool(side.tags.get(vocab.TRACES)))
+                for side in (baseline, candidate))
+        links = (b, c)
     return to_pr_comment(result, baseline, candidate, links=links)
 
 

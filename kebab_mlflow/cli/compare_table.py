@@ -15,13 +15,14 @@ from rich.console import Console
 from rich.table import Table
 
 from kebab_mlflow.comparison import KINDS, Comparison, headline, ordered
+from kebab_mlflow.comparison.records import QueryKind, Verdict
 from kebab_mlflow.comparison.rendering import result_word
 from kebab_mlflow.formatting import number
 
 NARROW_QUERIES = 20
 SHORT_ID = 8
-_STYLE = {"Better": "green", "Same": "cyan", "Inconclusive": "bold yellow",
-          "Regressed": "bold red"}
+_STYLE = {Verdict.BETTER: "green", Verdict.SAME: "cyan", Verdict.INCONCLUSIVE: "bold yellow",
+          Verdict.REGRESSED: "bold red"}
 
 
 def render_table(c: Comparison, width: int | None, wide: bool, color: bool) -> str:
@@ -82,7 +83,8 @@ def _metrics(c: Comparison, wide: bool) -> Table:
 
 def _queries(console: Console, c: Comparison, wide: bool, width: int | None) -> None:
     counts = ", ".join(f"{k}: {c.counts.get(k, 0)}" for k in KINDS)
-    shown = [q for q in ordered(c.queries) if q.kind != "Draw" or q.contains_all or q.refusal]
+    shown = [q for q in ordered(c.queries)
+             if q.kind != QueryKind.DRAW or q.contains_all or q.refusal]
     if not shown:
         console.print(f"queries: {counts} ({c.level} level)")
         return

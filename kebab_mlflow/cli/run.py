@@ -88,9 +88,11 @@ def run(
     from kebab_mlflow.metrics.scoring import parse_cutoffs
     from kebab_mlflow.tracking.log import RunOptions, execute
 
-    options = RunOptions(str(golden), None if corpus is None else str(corpus), preset, k,
-                         parse_overrides(set_ or []), experiment, tracking_uri, run_name, seed,
-                         fail_fast, target, concurrency,
+    options = RunOptions(golden=str(golden), corpus=None if corpus is None else str(corpus),
+                         preset=preset, k=k,
+                         overrides=parse_overrides(set_ or []), experiment=experiment,
+                         tracking_uri=tracking_uri, run_name=run_name, seed=seed,
+                         fail_fast=fail_fast, target=target, concurrency=concurrency,
                          cutoffs=None if cutoffs is None else tuple(parse_cutoffs(cutoffs)),
                          ask=ask, log_breakdowns=log_breakdowns, traces=traces)
     result = execute(options, on_status=lambda s: err.print(f"… {s}", highlight=False))

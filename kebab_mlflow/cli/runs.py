@@ -7,7 +7,9 @@ from typing import Annotated, Any
 
 import typer
 
+from kebab_mlflow import vocabulary as vocab
 from kebab_mlflow.cli.app import Experiment, TrackingUri, app, baseline_app
+from kebab_mlflow.vocabulary import RunStatus
 
 # The metrics `runs` can show, most telling first; a column appears only when a listed run
 # has a value (a doc-level golden set has no hit_at_5: no column of dashes).
@@ -16,7 +18,6 @@ RUNS_METRICS = ("hit_at_5", "mrr", "ndcg_at_10_doc", "map_doc", "recall_at_10_do
 # compare's default primary by the ground truth a run has (comparison/records.DEFAULT_PRIMARY),
 # read from the metrics it logged: mrr exists only with chunk truth, ndcg_at_10_doc with doc
 DEFAULT_PRIMARIES = ("mrr", "ndcg_at_10_doc", "contains_all")
-PRIMARY_TAG = "kebab.primary_metric"
 SHORT_ID = 8
 NAME_WIDTH = 18  # at a terminal, longer run names fold onto a second line
 
@@ -51,7 +52,7 @@ def runs(
     primaries = {p for r in found if (p := primary_metric(r.metrics, r.tags))}
     listed = [*RUNS_METRICS, *sorted(primaries - set(RUNS_METRICS))]
     metrics = [m for m in listed if any(r.metrics.get(m) is not None for r in found)]
-    verdicts = any(r.tags.get("kebab.verdict") for r in found)  # else no column of blanks
+    verdicts = any(r.tags.get(vocab.VERDICT) for r in found)  # else no column of blanks
     full = wide or not out.is_terminal
     rows = [_run_row(r, baseline, metrics, full)[:4 + len(metrics) + verdicts] for r in found]
     columns = ["name", "run id", "status", "preset", *map(short_header, metrics),
@@ -71,7 +72,7 @@ def primary_metric(metrics: dict[str, float], tags: dict[str, str]) -> str | Non
     """The metric compare decides on for a run's golden set: its ``primary_metric`` (tag),
     else the default by the ground truth the logged metrics show; None for a run without
     any (a sweep's parent, a comparison)."""
-    named = tags.get(PRIMARY_TAG)
+    named = tags.get(vocab.PRIMARY_METRIC)
     if named:
         return named
     return next((m for m in DEFAULT_PRIMARIES if metrics.get(m) is not None), None)
@@ -80,11 +81,11 @@ def primary_metric(metrics: dict[str, float], tags: dict[str, str]) -> str | Non
 def _run_row(r, baseline: str | None, metrics: list[str], full: bool) -> list[str]:
     from kebab_mlflow.formatting import number
 
-    kind = r.tags.get("kebab.kind", "")
-    preset = r.params.get("preset", "") if kind in ("", "eval") else kind
+    kind = r.tags.get(vocab.KIND, "")
+    preset = r.params.get(vocab.PRESET, "") if kind in ("", vocab.RunKind.EVAL) else kind
     return [("* " if r.run_id == baseline else "") + (r.run_name or ""),
             r.run_id if full else r.run_id[:SHORT_ID], r.status, preset,
-            *(number(r.metrics.get(m)) for m in metrics), r.tags.get("kebab.verdict", "")]
+            *(number(r.metrics.get(m)) for m in metrics), r.tags.get(vocab.VERDICT, "")]
 
 
 
@@ -283,8 +284,8 @@ def _runs_view_experiment(tracker: Any, name: str) -> str | None:
     except RunNotFoundError:
         return None
     if tracker.runs_view_metrics(experiment_id) is None:
-        runs = tracker.find_runs([experiment_id], status="FINISHED",
-                                 tags={"kebab.kind": "eval"}, max_results=50)
+        runs = tracker.find_runs([experiment_id], status=RunStatus.FINISHED,
+                                 tags={vocab.KIND: vocab.RunKind.EVAL}, max_results=50)
         metrics = {n for r in runs for n in [*headline(r.metrics), *CALIBRATION_METRICS]
                    if n in r.metrics}
         tracker.set_runs_view(experiment_id, metrics)

@@ -114,7 +114,7 @@ def _leaderboard_table(spec: Any, result: Any, wide: bool, style: Any) -> Any:
     best = next((r.mean for r in ranks.values() if r.best), None)
     metrics = headline_metrics(spec, result.rows)
     shown = metrics if wide else metrics[:len(spec.gauge_metrics)]
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for rank, name in enumerate(leaderboard_order(ranks), 1):
         r, place = result.rows[name], ranks[name]
         run = ("reused " if r.reused else "") + (r.run_id[:8] if r.run_id else "FAILED")

@@ -6,10 +6,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from kebab_mlflow import vocabulary as vocab
 from kebab_mlflow.comparison.records import RunSide
 from kebab_mlflow.errors import ComparisonRefused, Problem
 from kebab_mlflow.evaluation.per_query import file_digest, read_per_query
 from kebab_mlflow.records import RunRecord
+from kebab_mlflow.vocabulary import RunStatus
 
 
 def load_pair(tracker: Any, experiment: str, baseline_ref: str, candidate_ref: str,
@@ -41,10 +43,10 @@ def load_side(tracker: Any, experiment: str, ref: str, role: str) -> RunSide:
 
 def _unusable(role: str, r: RunRecord) -> list[Problem]:
     problems = []
-    if r.status != "FINISHED":
+    if r.status != RunStatus.FINISHED:
         problems.append(Problem(f"run {r.run_id} ({r.run_name}) is {r.status}; only FINISHED "
                                 "runs can be compared", role))
-    if r.tags.get("kebab.kind") == "sweep":
+    if r.tags.get(vocab.KIND) == vocab.RunKind.SWEEP:
         problems.append(Problem(f"run {r.run_id} ({r.run_name}) is a sweep parent, not an eval "
                                 "run; compare two of its rows (its child runs) instead", role))
     return problems
@@ -54,7 +56,8 @@ def _side(tracker: Any, r: RunRecord, folder: Path) -> RunSide:
     path = tracker.download_artifact(r.run_id, "per_query.jsonl", folder)
     digest = file_digest(path)
     # a file that fails its digest is not parsed: compare_runs reports the mismatch
-    intact = digest == r.tags.get("kebab.per_query_sha256")
-    return RunSide(r.run_id, r.run_name, r.status, dict(r.params), dict(r.tags),
-                   tuple(read_per_query(path)) if intact else (), digest,
-                   tracker.experiment_name(r.experiment_id))
+    intact = digest == r.tags.get(vocab.PER_QUERY_SHA256)
+    return RunSide(run_id=r.run_id, name=r.run_name, status=r.status, params=dict(r.params),
+                   tags=dict(r.tags),
+                   rows=tuple(read_per_query(path)) if intact else (), per_query_sha256=digest,
+                   experiment=tracker.experiment_name(r.experiment_id))

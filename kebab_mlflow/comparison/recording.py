@@ -6,6 +6,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from kebab_mlflow import vocabulary as vocab
 from kebab_mlflow.comparison.records import Comparison
 from kebab_mlflow.comparison.rendering import dumps, to_markdown
 
@@ -19,8 +20,8 @@ def record(tracker: Any, c: Comparison) -> None:
         js.write_text(dumps(c))
         tracker.log_artifact(run_id, md, "compare")
         tracker.log_artifact(run_id, js, "compare")
-    tracker.set_tags(run_id, {"kebab.verdict": c.verdict,
-                              "kebab.compared_to": c.baseline["run_id"],
-                              "kebab.compare_seed": str(c.options.seed),
-                              "kebab.compare_level": c.level,
-                              "kebab.compare_primary": c.primary.name})
+    tracker.set_tags(run_id, {vocab.VERDICT: c.verdict,
+                              vocab.COMPARED_TO: c.baseline["run_id"],
+                              vocab.COMPARE_SEED: str(c.options.seed),
+                              vocab.COMPARE_LEVEL: c.level,
+                              vocab.COMPARE_PRIMARY: c.primary.name})

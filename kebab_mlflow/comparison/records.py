@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kebab_mlflow import vocabulary as vocab
 from kebab_mlflow.errors import Problem
 from kebab_mlflow.evaluation.per_query import PerQueryRow
 from kebab_mlflow.records import VERSION_KEYS
@@ -17,10 +19,31 @@ SMALL_SET = 30
 # --resamples beyond this is refused up front: 10^6 resamples of 10^4 queries already take
 # minutes; 1e9 would run for days or exhaust memory.
 MAX_RESAMPLES = 1_000_000
-KINDS = ("Regression", "Loss", "Win", "Draw")
 
 
-@dataclass(frozen=True)
+class Verdict(enum.StrEnum):
+    """compare's answer; Regressed and Inconclusive exit 1."""
+
+    BETTER = "Better"
+    SAME = "Same"
+    REGRESSED = "Regressed"
+    INCONCLUSIVE = "Inconclusive"
+
+
+class QueryKind(enum.StrEnum):
+    """How one query changed: Regression (hit → miss, on a query with ground truth), Loss
+    (ranked worse), Win (ranked better), Draw (the same)."""
+
+    REGRESSION = "Regression"
+    LOSS = "Loss"
+    WIN = "Win"
+    DRAW = "Draw"
+
+
+KINDS = tuple(QueryKind)  # the order every count and table shows them in
+
+
+@dataclass(frozen=True, kw_only=True)
 class RunSide:
     """What compare needs of one run (built from MLflow, or by hand in tests)."""
 
@@ -39,20 +62,21 @@ class RunSide:
 
     @property
     def private(self) -> bool:
-        return self.tags.get("kebab.private", "false") == "true"
+        return self.tags.get(vocab.PRIVATE, "false") == "true"
 
     def summary(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "name": self.name, "status": self.status,
-                "preset": self.params.get("preset"), "backend": self.params.get("backend"),
-                "golden_set": self.params.get("golden_set"),
-                "golden_sha256": self.tags.get("kebab.golden_sha256"),
-                "git_commit": self.tags.get("kebab.git_commit"),
-                "git_dirty": self.tags.get("kebab.git_dirty"),
+                "preset": self.params.get(vocab.PRESET),
+                "backend": self.params.get(vocab.BACKEND),
+                "golden_set": self.params.get(vocab.GOLDEN_SET),
+                "golden_sha256": self.tags.get(vocab.GOLDEN_SHA256),
+                "git_commit": self.tags.get(vocab.GIT_COMMIT),
+                "git_dirty": self.tags.get(vocab.GIT_DIRTY),
                 "experiment": self.experiment,
                 "versions": self.versions, "n_queries": len(self.rows)}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CompareOptions:
     """``primary``: the metric that decides (None: the golden set's ``primary_metric``, else
     :data:`DEFAULT_PRIMARY` by ground truth); ``gates``: further gated metrics, sharing Holm's
@@ -92,7 +116,7 @@ class CompareOptions:
             raise InputError("bad compare options", problems)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MetricResult:
     name: str  # the metric compared (its _doc variant in doc-level fallback)
     gate: str  # as requested
@@ -118,7 +142,7 @@ class MetricResult:
     mde_whole: float | None = None  # the MDE if the loss falls on whole queries (stats/power.py)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class QueryDiff:
     id: str
     query: str | None
@@ -126,15 +150,15 @@ class QueryDiff:
     level: str  # the level of its ground truth: chunk | doc | none
     baseline_rank: int | None  # first-hit rank, None = miss
     candidate_rank: int | None
-    kind: str  # Win | Loss | Draw | Regression
+    kind: QueryKind
     contains_all: str | None = None  # "gained" | "lost" when it flipped
     refusal: str | None = None  # "started" | "stopped" when it flipped
     top_score_delta: float | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Comparison:
-    verdict: str
+    verdict: Verdict
     reasons: tuple[str, ...]
     rule: str
     level: str  # chunk | doc | chunk+doc (queries with truth at each) | none
@@ -156,7 +180,7 @@ class Comparison:
     @property
     def exit_code(self) -> int:
         """0 Better or Same; 1 Regressed or Inconclusive (a CI step should fail on both)."""
-        return 1 if self.verdict in ("Regressed", "Inconclusive") else 0
+        return 1 if self.verdict in (Verdict.REGRESSED, Verdict.INCONCLUSIVE) else 0
 
     @property
     def primary(self) -> MetricResult:

@@ -8,7 +8,13 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
-from kebab_mlflow.comparison.records import KINDS, Comparison, MetricResult, QueryDiff
+from kebab_mlflow.comparison.records import (
+    KINDS,
+    Comparison,
+    MetricResult,
+    QueryDiff,
+    QueryKind,
+)
 from kebab_mlflow.formatting import number
 
 
@@ -58,7 +64,7 @@ def dumps(c: Comparison) -> str:
 def ordered(queries: Sequence[QueryDiff]) -> list[QueryDiff]:
     """Regressions first, then losses, wins, draws with a flip, plain draws (stable)."""
     def key(q: QueryDiff) -> int:
-        if q.kind == "Draw":
+        if q.kind == QueryKind.DRAW:
             return 3 if (q.contains_all or q.refusal) else 4
         return KINDS.index(q.kind)
 
@@ -88,7 +94,7 @@ METRIC_COLUMNS = ["metric", "role", "n", "baseline", "candidate", "delta", "95% 
 
 def query_rows(c: Comparison, limit: int | None = None) -> tuple[list[list[str]], int]:
     shown = [q for q in ordered(c.queries)
-             if q.kind != "Draw" or q.contains_all or q.refusal]
+             if q.kind != QueryKind.DRAW or q.contains_all or q.refusal]
     rows = [[q.kind, q.id, q.level, _rank_text(q.baseline_rank), _rank_text(q.candidate_rank),
              q.contains_all or "", q.refusal or "", number(q.top_score_delta, signed=True),
              ("(private)" if c.private else (q.query or ""))] for q in shown[:limit]]
@@ -170,7 +176,7 @@ def to_junit(c: Comparison) -> str:
     # marks a build unstable on any failure must agree with the exit code
     failing = c.exit_code != 0
     for q in ordered(c.queries):
-        if q.kind == "Regression":
+        if q.kind == QueryKind.REGRESSION:
             what = (f"Regression at {q.level} level: rank {_rank_text(q.baseline_rank)} → miss"
                     + ("" if failing else f" (the gate passed: {c.verdict})"))
             text = "" if c.private else (q.query or "")

@@ -20,15 +20,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kebab_mlflow import vocabulary as vocab
 from kebab_mlflow.comparison.records import DEFAULT_PRIMARY, RunSide
 from kebab_mlflow.errors import InputError, Problem
-from kebab_mlflow.metrics.registry import METRICS
+from kebab_mlflow.metrics.registry import parse_metric
 from kebab_mlflow.stats.power import POWER, delta_sd, loss_size, mde, queries_needed
 
 DEFAULT_DELTAS = (0.01, 0.02, 0.05)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PowerReport:
     metric: str
     n: int
@@ -43,7 +44,7 @@ class PowerReport:
 
 def run_primary(side: RunSide) -> str:
     """The metric compare would decide on for this run's golden set."""
-    named = side.tags.get("kebab.primary_metric")
+    named = side.tags.get(vocab.PRIMARY_METRIC)
     if named:
         return named
     levels = {lv for r in side.rows for lv, rank in (r.first_relevant_rank or {}).items()
@@ -75,7 +76,8 @@ def power_report(side: RunSide, metric: str | None = None, deltas: Sequence[floa
         size = loss_size(sample)
     else:
         sample = np.array(list(values.values()))
-        lower_is_better = metric in METRICS and not METRICS[metric].higher_is_better
+        known = parse_metric(metric)
+        lower_is_better = known is not None and not known.higher_is_better
         size = loss_size(1 - sample if lower_is_better else sample)
     sd, size = delta_sd(sample) or 0.0, size or 0.0
     drops = tuple(deltas) or DEFAULT_DELTAS
@@ -84,5 +86,7 @@ def power_report(side: RunSide, metric: str | None = None, deltas: Sequence[floa
         raise InputError("bad --delta", [Problem(f"--delta must be > 0, got {bad[0]}",
                                                  "--delta")])
     needed = tuple((d, queries_needed(sd, d, alpha, loss=size)) for d in drops)
-    return PowerReport(metric, int(sample.size), sd, paired_with is not None, alpha,
-                       mde(sd, int(sample.size), alpha, loss=size), needed, POWER, size)
+    return PowerReport(metric=metric, n=int(sample.size), sd=sd, paired=paired_with is not None,
+                       alpha=alpha,
+                       mde=mde(sd, int(sample.size), alpha, loss=size), needed=needed, power=POWER,
+                       loss_size=size)

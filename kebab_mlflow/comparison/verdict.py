@@ -37,6 +37,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from kebab_mlflow import vocabulary as vocab
+from kebab_mlflow.comparison.checks import check_pair, shared_rows
 from kebab_mlflow.comparison.records import (
     DEFAULT_PRIMARY,
     KINDS,
@@ -44,145 +46,30 @@ from kebab_mlflow.comparison.records import (
     Comparison,
     MetricResult,
     QueryDiff,
+    QueryKind,
     RunSide,
+    Verdict,
 )
 from kebab_mlflow.errors import ComparisonRefused, Problem
 from kebab_mlflow.evaluation.per_query import PerQueryRow
 from kebab_mlflow.formatting import number
-from kebab_mlflow.metrics.registry import METRICS, MRR_CUTOFF
+from kebab_mlflow.metrics.registry import MRR_CUTOFF, Level, parse_metric
 from kebab_mlflow.records import VERSION_KEYS
 
-CHUNK_ID_VERSIONS = ("parser_version", "chunker_version")
-PRIMARY_TAG = "kebab.primary_metric"
+PRIMARY_TAG = vocab.PRIMARY_METRIC
 
 
 def doc_variant(name: str) -> str:
     """The doc-level counterpart of a chunk-level metric name (others unchanged)."""
-    m = METRICS.get(name)
-    if m is None or m.level != "chunk":
+    m = parse_metric(name)
+    if m is None or m.level != Level.CHUNK:
         return name
     return name[: -len("_chunk")] + "_doc" if name.endswith("_chunk") else name + "_doc"
 
 
 def _higher_is_better(name: str) -> bool:
-    m = METRICS.get(name)
+    m = parse_metric(name)
     return True if m is None else m.higher_is_better
-
-
-# ---------------------------------------------------------------------------------------------
-# checks
-
-
-def _side_problems(side: RunSide, role: str) -> list[Problem]:
-    problems = []
-    if side.status != "FINISHED":
-        problems.append(Problem(f"run {side.run_id} ({side.name}) is {side.status}; only "
-                                "FINISHED runs can be compared", role))
-    tag = side.tags.get("kebab.per_query_sha256")
-    if not tag:
-        problems.append(Problem(f"run {side.run_id} has no kebab.per_query_sha256 tag "
-                                "(not a kebab-mlflow eval run?)", role))
-    elif side.per_query_sha256 != tag:
-        problems.append(Problem(
-            f"per_query.jsonl of run {side.run_id} does not match its kebab.per_query_sha256 "
-            f"tag (sha256 {side.per_query_sha256}, tag {tag}): tampered with or truncated",
-            role))
-    ids = [r.id for r in side.rows]
-    if len(set(ids)) != len(ids):
-        dup = sorted(i for i, c in Counter(ids).items() if c > 1)
-        problems.append(Problem(f"per_query.jsonl of run {side.run_id} repeats query ids: "
-                                f"{', '.join(dup[:10])}", role))
-    return problems
-
-
-def _golden_check(baseline: RunSide, candidate: RunSide, options: CompareOptions,
-                  problems: list[Problem], warnings: list[str]) -> None:
-    g_base = baseline.tags.get("kebab.golden_sha256")
-    g_cand = candidate.tags.get("kebab.golden_sha256")
-    if g_base and g_base == g_cand:
-        return
-    what = (f"different golden sets ({baseline.params.get('golden_set')} sha256 "
-            f"{(g_base or 'unknown')[:12]} vs {candidate.params.get('golden_set')} sha256 "
-            f"{(g_cand or 'unknown')[:12]})")
-    if options.allow_golden_mismatch:
-        warnings.append(f"{what}: comparing the shared query ids only")
-    else:
-        problems.append(Problem(f"{what}; pass --allow-golden-mismatch to compare the "
-                                "shared query ids", "golden set"))
-
-
-def _chunk_ids_comparable(baseline: RunSide, candidate: RunSide, options: CompareOptions,
-                          problems: list[Problem], notes: list[str]) -> bool:
-    vb, vc = baseline.versions, candidate.versions
-    changed = [k for k in CHUNK_ID_VERSIONS if vb[k] != vc[k] or vb[k] == "unknown"]
-    if not changed:
-        return True
-    detail = ", ".join(f"{k} {vb[k]} → {vc[k]}" for k in changed)
-    msg = (f"chunk ids are not comparable ({detail}): DOC-LEVEL comparison, chunk-level "
-           "metrics replaced by their _doc variants")
-    if options.strict:
-        problems.append(Problem(msg + " (--strict refuses this)", "versions"))
-    notes.append(msg)
-    return False
-
-
-def _provenance_check(baseline: RunSide, candidate: RunSide, options: CompareOptions,
-                      problems: list[Problem], warnings: list[str]) -> None:
-    found = []
-    cb = baseline.tags.get("kebab.git_commit", "unknown")
-    cc = candidate.tags.get("kebab.git_commit", "unknown")
-    if "unknown" in (cb, cc):
-        found.append(f"git commit unknown (baseline {cb}, candidate {cc})")
-    elif cb != cc:
-        found.append(f"different git commits (baseline {cb}, candidate {cc})")
-    for role, side in (("baseline", baseline), ("candidate", candidate)):
-        if side.tags.get("kebab.git_dirty") == "true":
-            found.append(f"the {role} run was made from a dirty working tree")
-    for p in found:
-        if options.strict:
-            problems.append(Problem(p + " (--strict refuses this)", "provenance"))
-        else:
-            warnings.append(p)
-
-
-def _check(baseline: RunSide, candidate: RunSide, options: CompareOptions
-           ) -> tuple[list[Problem], list[str], list[str], bool]:
-    """(problems, warnings, notes, chunk ids comparable)."""
-    problems = _side_problems(baseline, "baseline") + _side_problems(candidate, "candidate")
-    warnings: list[str] = []
-    notes: list[str] = []
-    _golden_check(baseline, candidate, options, problems, warnings)
-    chunk_ok = _chunk_ids_comparable(baseline, candidate, options, problems, notes)
-    _provenance_check(baseline, candidate, options, problems, warnings)
-    if baseline.experiment and candidate.experiment and baseline.experiment != candidate.experiment:
-        notes.append(f"the runs are in different experiments (baseline in "
-                     f"{baseline.experiment!r}, candidate in {candidate.experiment!r})")
-    return problems, warnings, notes, chunk_ok
-
-
-def _shared_rows(baseline: RunSide, candidate: RunSide, options: CompareOptions,
-                 problems: list[Problem], warnings: list[str]
-                 ) -> tuple[list[tuple[PerQueryRow, PerQueryRow]], dict[str, int]]:
-    """The (baseline, candidate) row pairs of the shared query ids, and the dropped counts."""
-    by_id_c = {r.id: r for r in candidate.rows}
-    ids_b = {r.id for r in baseline.rows}
-    shared = [(r, by_id_c[r.id]) for r in baseline.rows if r.id in by_id_c]
-    dropped = {"baseline_only": len(ids_b - by_id_c.keys()),
-               "candidate_only": len(by_id_c.keys() - ids_b)}
-    unread = any("kebab.per_query_sha256" in p.message for p in problems)
-    if (dropped["baseline_only"] or dropped["candidate_only"]) and not unread:
-        if options.allow_golden_mismatch:
-            warnings.append(f"dropped {dropped['baseline_only']} baseline-only and "
-                            f"{dropped['candidate_only']} candidate-only queries; "
-                            f"{len(shared)} shared")
-        elif not any(p.location == "golden set" for p in problems):
-            problems.append(Problem(
-                f"the runs scored different queries ({dropped['baseline_only']} baseline-only, "
-                f"{dropped['candidate_only']} candidate-only) although their golden sets match",
-                "golden set"))
-    if not shared and not unread and not problems:
-        problems.append(Problem("the runs share no query id", "golden set"))
-    return shared, dropped
 
 
 # ---------------------------------------------------------------------------------------------
@@ -222,10 +109,10 @@ def _rank(row: PerQueryRow, level: str, by_first_rank: bool) -> tuple[bool, int 
 
 def _classify(has_truth: bool, base: int | None, cand: int | None) -> str:
     if base is None:
-        return "Draw" if cand is None else "Win"
+        return QueryKind.DRAW if cand is None else QueryKind.WIN
     if cand is None:
-        return "Regression" if has_truth else "Loss"
-    return "Win" if cand < base else "Loss" if cand > base else "Draw"
+        return QueryKind.REGRESSION if has_truth else QueryKind.LOSS
+    return QueryKind.WIN if cand < base else QueryKind.LOSS if cand > base else QueryKind.DRAW
 
 
 def _refused(row: PerQueryRow) -> bool | None:
@@ -256,8 +143,10 @@ def _query_diff(b: PerQueryRow, c: PerQueryRow, chunk_ok: bool, private: bool,
     refusal = _flip(_refused(b), _refused(c), ("started", "stopped"))
     top = (float(c.hits[0]["score"]) - float(b.hits[0]["score"])) if b.hits and c.hits else None
     query = None if private else (b.query if b.query is not None else c.query)
-    return QueryDiff(b.id, query, has_truth, level, rank_b, rank_c,
-                     _classify(has_truth, rank_b, rank_c), contains, refusal, top)
+    return QueryDiff(id=b.id, query=query, has_truth=has_truth, level=level, baseline_rank=rank_b,
+                     candidate_rank=rank_c,
+                     kind=_classify(has_truth, rank_b, rank_c), contains_all=contains,
+                     refusal=refusal, top_score_delta=top)
 
 
 def _comparison_level(queries: Sequence[QueryDiff]) -> str:
@@ -384,10 +273,13 @@ def metric_results(gates: Sequence[tuple[str, str, str]],
             within = bool(t.ci_low >= -options.margin if hib else t.ci_high <= options.margin)
         effect = detectable_effect(deltas[i], vb, hib, level)
         out.append(MetricResult(
-            name, gate, role, hib, t.n, float(vb.mean()) if t.n else None,
-            float(vc.mean()) if t.n else None, t.mean, t.ci_low, t.ci_high, t.p_value,
-            t.p_exact, p_adj, sig, unchanged[i], effect["sd"], effect["mde"], level, within,
-            effect["loss_size"], effect["mde_whole"]))
+            name=name, gate=gate, role=role, higher_is_better=hib, n=t.n,
+            baseline=float(vb.mean()) if t.n else None,
+            candidate=float(vc.mean()) if t.n else None, delta=t.mean, ci_low=t.ci_low,
+            ci_high=t.ci_high, p_value=t.p_value, p_exact=t.p_exact, p_holm=p_adj,
+            significant=sig, unchanged=unchanged[i], sd=effect["sd"], mde=effect["mde"],
+            mde_alpha=level, within_margin=within, loss_size=effect["loss_size"],
+            mde_whole=effect["mde_whole"]))
     return out
 
 
@@ -420,7 +312,7 @@ def _decide(metrics: Sequence[MetricResult], counts: dict[str, int], n_truth: in
             level: str, options: CompareOptions) -> tuple[str, list[str]]:
     worse = [f"{m.name} is significantly worse ({_effect(m)})"
              for m in metrics if m.significant == "worse"]
-    regressions = counts["Regression"]
+    regressions = counts[QueryKind.REGRESSION]
     if n_truth < options.small_set and regressions:
         worse.append(f"small set: {n_truth} queries with ground truth (< {options.small_set}) "
                      f"and {regressions} Regression query(ies) at {level} level")
@@ -428,19 +320,19 @@ def _decide(metrics: Sequence[MetricResult], counts: dict[str, int], n_truth: in
         worse.append(f"{regressions} Regression queries (hit → miss at {level} level) > "
                      f"--max-regressions {options.max_regressions}")
     if worse:
-        return "Regressed", worse
+        return Verdict.REGRESSED, worse
     better = [f"{m.name} is significantly better ({_effect(m)})"
               for m in metrics if m.significant == "better"]
     if better:
-        return "Better", better
+        return Verdict.BETTER, better
     outside = [m for m in metrics if m.within_margin is False]
     reasons = ["no gated metric differs significantly"
                + (f" and no query regressed at {level} level"
                   if n_truth < options.small_set else "")]
     reasons += [detectable_words(m) for m in metrics if m.n]
     if outside:
-        return "Inconclusive", [_beyond_margin(m, options.margin) for m in outside] + reasons
-    return "Same", reasons
+        return Verdict.INCONCLUSIVE, [_beyond_margin(m, options.margin) for m in outside] + reasons
+    return Verdict.SAME, reasons
 
 
 def rule_text(options: CompareOptions) -> str:
@@ -463,8 +355,11 @@ def compare_runs(baseline: RunSide, candidate: RunSide,
                  options: CompareOptions | None = None) -> Comparison:
     """Check the pair, then compare; raises :class:`ComparisonRefused` listing every problem."""
     options = options or CompareOptions()
-    problems, warnings, notes, chunk_ok = _check(baseline, candidate, options)
-    pairs, dropped = _shared_rows(baseline, candidate, options, problems, warnings)
+    check = check_pair(baseline, candidate, options)
+    shared = shared_rows(baseline, candidate, options, check)
+    findings = check.findings + shared.findings
+    pairs, dropped, chunk_ok = shared.pairs, shared.dropped, check.chunk_ids_comparable
+    problems, warnings = list(findings.problems), list(findings.warnings)
     private = baseline.private or candidate.private
     by_first_rank = all(lv in (r.first_relevant_rank or {}) for side in (baseline, candidate)
                         for r in side.rows for lv in ("chunk", "doc"))
@@ -485,7 +380,10 @@ def compare_runs(baseline: RunSide, candidate: RunSide,
     vb, vc = baseline.versions, candidate.versions
     versions = tuple((k, vb[k], vc[k], vb[k] == vc[k] and vb[k] != "unknown")
                      for k in VERSION_KEYS)
-    return Comparison(verdict, tuple(reasons), rule_text(options), level, baseline.summary(),
-                      candidate.summary(), versions, tuple(warnings), tuple(notes), options,
-                      len(queries), n_truth, dropped, tuple(metrics), queries, private, counts,
-                      source)
+    return Comparison(verdict=verdict, reasons=tuple(reasons), rule=rule_text(options), level=level,
+                      baseline=baseline.summary(),
+                      candidate=candidate.summary(), versions=versions, warnings=tuple(warnings),
+                      notes=findings.notes, options=options,
+                      n_queries=len(queries), n_with_truth=n_truth, dropped=dropped,
+                      metrics=tuple(metrics), queries=queries, private=private, counts=counts,
+                      primary_source=source)

@@ -22,7 +22,7 @@ from kebab_mlflow.pipeline.calibrator import (
 from kebab_mlflow.records import Answer
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CalibrationFit:
     calibrator: Calibrator
     path: Path  # where it is stored (with the index)
@@ -72,17 +72,19 @@ def fit_with_pipeline(pipeline: Any, golden: Any, about: Mapping[str, Any], k: i
                                 cases.similarity)
     after = calibration_block(calibrator.apply(cases.raw, cases.refused, cases.similarity),
                               cases.correct)
-    calibrator = Calibrator(calibrator.method, calibrator.answered, calibrator.refused,
-                            {**info, "after_in_sample": after})
+    calibrator = Calibrator(method=calibrator.method, answered=calibrator.answered,
+                            refused=calibrator.refused,
+                            info={**info, "after_in_sample": after})
     target = calibrator_path(pipeline.folder, pipeline.versions)
     if save:
         target.parent.mkdir(parents=True, exist_ok=True)
         calibrator.save(target)
-    return CalibrationFit(calibrator, target, info["before"], after,
-                          int((~cases.refused).sum()), int(cases.refused.sum()))
+    return CalibrationFit(calibrator=calibrator, path=target, before=info["before"], after=after,
+                          n_answered=int((~cases.refused).sum()),
+                          n_refused=int(cases.refused.sum()))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Cases:
     """The ask cases a calibrator is fitted on, as arrays."""
 
@@ -109,16 +111,19 @@ def _cases(golden: Any, result: Any) -> _Cases:
         raise CalibrationError(f"nothing to calibrate on: golden set {golden.path} has no "
                                "'ask: true' query whose answer carries a raw confidence")
     sim = np.array(similarity, float) if all(usable_confidence(v) for v in similarity) else None
-    return _Cases(np.array(raw), np.array(refused, dtype=bool), np.array(correct),
-                  np.array(uncalibrated), sim)
+    return _Cases(raw=np.array(raw), refused=np.array(refused, dtype=bool),
+                  correct=np.array(correct),
+                  uncalibrated=np.array(uncalibrated), similarity=sim)
 
 
 def _answer(a: Mapping[str, Any] | None) -> Answer | None:
     """An answer as per_query.jsonl holds it, back as an Answer."""
     if a is None:
         return None
-    return Answer(a.get("text") or "", tuple(a.get("citations") or ()), a.get("refusal_reason"),
-                  a.get("confidence"), a.get("raw_confidence"), a.get("similarity"))
+    return Answer(text=a.get("text") or "", citations=tuple(a.get("citations") or ()),
+                  refusal_reason=a.get("refusal_reason"),
+                  confidence=a.get("confidence"), raw_confidence=a.get("raw_confidence"),
+                  similarity=a.get("similarity"))
 
 
 def gate_cases(pipeline: Any, golden: Any, k: int = 10) -> tuple[np.ndarray, np.ndarray, int]:

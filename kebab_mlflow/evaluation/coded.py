@@ -120,7 +120,7 @@ def score_coded_batch(pipeline: Any, batch: Sequence[GoldenQuery], coded: tuple,
     level_ranks = {level: v.tolist() for level, v in ranks.items()}
     lines = []
     for i, (q, (row, row_scores, n)) in enumerate(zip(batch, rows, strict=True)):
-        result = QueryResult(q.id, (), None, latency_ms)
+        result = QueryResult(query_id=q.id, hits=(), answer=None, latency_ms=latency_ms)
         lines.append(coded_line(q, result, hits_json(row[:n], row_scores[:n], doc_json),
                                 {name: column[i] for name, column in zip(names, columns,
                                                                           strict=True)},

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from kebab_mlflow import names, progress
+from kebab_mlflow import vocabulary as vocab
 from kebab_mlflow.config import build_config, digest, flatten, redacted
 from kebab_mlflow.errors import ConfigError
 from kebab_mlflow.evaluation.per_query import PerQueryRow, read_per_query
@@ -31,7 +32,7 @@ from kebab_mlflow.metrics.scoring import run_cutoffs
 from kebab_mlflow.records import VersionSnapshot
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PipelineSource:
     """What produced the results, as it is recorded (params and tags of the run)."""
 
@@ -42,23 +43,25 @@ class PipelineSource:
     target: str | None = None  # the target spec (credentials are stripped when recorded)
 
     def params(self) -> dict[str, Any]:
-        params: dict[str, Any] = {"preset": self.preset, "backend": self.backend}
+        params: dict[str, Any] = {vocab.PRESET: self.preset, vocab.BACKEND: self.backend}
         if self.target:
             from kebab_mlflow.targets.spec import logged_options, without_credentials
 
-            params["target"] = without_credentials(self.target.split("?")[0])
-            params.update({f"target.{k}": v for k, v in logged_options(self.target).items()})
+            params[vocab.TARGET] = without_credentials(self.target.split("?")[0])
+            params.update({f"{vocab.TARGET_PREFIX}{k}": v
+                           for k, v in logged_options(self.target).items()})
         if self.corpus is not None:
-            params["corpus"] = self.corpus
+            params[vocab.CORPUS] = self.corpus
         if self.config is not None:
-            params.update({f"config.{k}": v for k, v in redacted(flatten(self.config)).items()})
+            params.update({f"{vocab.CONFIG_PREFIX}{k}": v
+                           for k, v in redacted(flatten(self.config)).items()})
         return params
 
     def config_digest(self) -> str:
         return digest(self.config if self.config is not None else self.params())
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EvalResult:
     """One evaluation, in memory. ``per_query_path`` is its ``per_query.jsonl``; when
     :func:`evaluate` chose the folder itself, the folder lives as long as this object."""
@@ -95,11 +98,13 @@ class EvalResult:
 
     def params(self) -> dict[str, Any]:
         """The run's params: versions, pipeline, depth, cut-offs, golden set, seed."""
-        return {**self.versions.as_dict(), **_first(self.source.params(), "preset", "backend"),
-                "k": self.k, "cutoffs": ",".join(map(str, self.cutoffs)),
-                "golden_set": self.golden.name, "n_queries": len(self.golden), "seed": self.seed,
-                **({} if self.ask is None else {"ask": "all" if self.ask else "none"}),
-                **_rest(self.source.params(), "preset", "backend")}
+        pipeline = self.source.params()
+        return {**self.versions.as_dict(), **_first(pipeline, vocab.PRESET, vocab.BACKEND),
+                vocab.K: self.k, vocab.CUTOFFS: ",".join(map(str, self.cutoffs)),
+                vocab.GOLDEN_SET: self.golden.name, vocab.N_QUERIES: len(self.golden),
+                vocab.SEED: self.seed,
+                **({} if self.ask is None else {vocab.ASK: "all" if self.ask else "none"}),
+                **_rest(pipeline, vocab.PRESET, vocab.BACKEND)}
 
 
 def _first(params: Mapping[str, Any], *keys: str) -> dict[str, Any]:
@@ -148,7 +153,8 @@ def reference_pipeline(preset: str = "naive_baseline", corpus: str | Path = "fix
         truth = oracle_truth(golden.queries)
     pipeline = build_pipeline(config, corpus, truth)
     # the pipeline's config: lexical.tokenizer and the gate resolved for this corpus
-    pipeline.source = PipelineSource(preset, config["backend"], str(corpus), pipeline.config)
+    pipeline.source = PipelineSource(preset=preset, backend=config["backend"], corpus=str(corpus),
+                                     config=pipeline.config)
     return pipeline
 
 
@@ -162,18 +168,18 @@ def as_pipeline(pipeline: Any, concurrency: int = 1,
         target = load_target(pipeline, concurrency=concurrency)
         if golden is not None and hasattr(target, "match_golden"):
             target.match_golden(q.id for q in golden.queries)
-        return target, PipelineSource("target", "target", target=pipeline)
+        return target, PipelineSource(preset="target", backend="target", target=pipeline)
     source = getattr(pipeline, "source", None)
     if isinstance(source, PipelineSource):
         return pipeline, source
     if callable(getattr(pipeline, "search", None)):
-        return pipeline, PipelineSource("python", type(pipeline).__name__)
+        return pipeline, PipelineSource(preset="python", backend=type(pipeline).__name__)
     if callable(pipeline):
         from kebab_mlflow.targets.python import from_object
 
         name = getattr(pipeline, "__name__", type(pipeline).__name__)
         return from_object(pipeline, f"python:{name}", concurrency), \
-            PipelineSource("python", "function")
+            PipelineSource(preset="python", backend="function")
     raise ConfigError(f"cannot evaluate a {type(pipeline).__name__}: expected an object with "
                       "search(query, k), a function f(query, k) -> hits, or a target spec")
 
@@ -215,11 +221,12 @@ def evaluate_prepared(pipeline: Any, source: PipelineSource, golden: GoldenSet, 
         per_query_path = Path(keep.name) / "per_query.jsonl"
     outcome = run_queries(pipeline, golden, k, cutoffs, per_query_path, fail_fast=fail_fast)
     versions = getattr(pipeline, "versions", None)
-    result = EvalResult(golden, source,
-                        versions if isinstance(versions, VersionSnapshot) else VersionSnapshot(),
-                        k, tuple(cutoffs), seed, outcome.aggregate, outcome.scores,
-                        per_query_path, outcome.per_query_sha256,
-                        {"index_s": index_s, **outcome.timings}, ask)
+    known = versions if isinstance(versions, VersionSnapshot) else VersionSnapshot()
+    result = EvalResult(golden=golden, source=source, versions=known,
+                        k=k, cutoffs=tuple(cutoffs), seed=seed, aggregate=outcome.aggregate,
+                        scores=outcome.scores,
+                        per_query_path=per_query_path, per_query_sha256=outcome.per_query_sha256,
+                        timings={"index_s": index_s, **outcome.timings}, ask=ask)
     if keep is not None:
         weakref.finalize(result, keep.cleanup)
     return result

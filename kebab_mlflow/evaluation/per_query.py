@@ -84,7 +84,7 @@ class PerQueryWriter:
         return self._sha.hexdigest()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PerQueryRow:
     id: str
     query: str | None
@@ -151,5 +151,6 @@ def _row(raw: bytes, where: str) -> PerQueryRow:
                                 where))
     if problems:
         raise PerQueryError("unreadable per_query.jsonl", problems)
-    return PerQueryRow(rec["id"], query, tuple(hits), answer, scores, float(latency), error,
-                       first)
+    return PerQueryRow(id=rec["id"], query=query, hits=tuple(hits), answer=answer, scores=scores,
+                       latency_ms=float(latency), error=error,
+                       first_relevant_rank=first)

@@ -7,7 +7,7 @@ from typing import Any
 
 from kebab_mlflow.formatting import number
 from kebab_mlflow.metrics.aggregate import BREAKDOWNS, SCALAR_BLOCKS, Aggregate
-from kebab_mlflow.metrics.registry import METRICS, display_order
+from kebab_mlflow.metrics.registry import display_order, parse_metric
 
 
 def summary_table(overall: Mapping[str, float | None], names: list[str] | None = None) -> str:
@@ -28,8 +28,13 @@ _HEADLINE_FAMILIES = {"hit": (1, 5), "mrr": (), "map": (), "ndcg": (10,),
                       "precision": (5,), "recall": None, "judged": (10,)}
 
 
+def _description(name: str) -> str:
+    metric = parse_metric(name)
+    return "" if metric is None else metric.description
+
+
 def _is_headline(name: str) -> bool:
-    m = METRICS.get(name)
+    m = parse_metric(name)
     if m is None:
         return False
     if m.level in ("answer", "run"):
@@ -74,8 +79,7 @@ def run_report(title: str, params: Mapping[str, Any], aggregate: Aggregate) -> s
     lines += [f"| {k} | {v} |" for k, v in params.items() if not k.startswith("config.")]
     lines += ["", "## All metrics", "", "| metric | value | definition |", "|---|---|---|"]
     valued = display_order(n for n, v in overall.items() if v is not None)
-    lines += [f"| {n} | {number(overall[n])} | {METRICS[n].description if n in METRICS else ''} |"
-              for n in valued]
+    lines += [f"| {n} | {number(overall[n])} | {_description(n)} |" for n in valued]
     unvalued = display_order(n for n, v in overall.items() if v is None)
     if unvalued:
         lines += ["", f"No value (no ground truth or no case in this golden set): "

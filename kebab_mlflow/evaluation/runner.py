@@ -39,7 +39,7 @@ BATCH_SIZE = 64
 
 
 
-@dataclass
+@dataclass(kw_only=True)
 class EvalOutcome:
     aggregate: Aggregate
     per_query_path: Path
@@ -144,8 +144,9 @@ def run_queries(pipeline: Any, golden: GoldenSet, depth: int, cutoffs: Sequence[
     all_scores = {k: np.concatenate(v) for k, v in chunks.items()}
     aggregate = build_aggregate(golden, all_scores, answers, np.array(latencies))
     t_metrics += time.perf_counter() - t2
-    return EvalOutcome(aggregate, per_query_path, digest, all_scores,
-                       {"pipeline_s": t_pipeline, "metrics_s": t_metrics})
+    return EvalOutcome(aggregate=aggregate, per_query_path=per_query_path, per_query_sha256=digest,
+                       scores=all_scores,
+                       timings={"pipeline_s": t_pipeline, "metrics_s": t_metrics})
 
 
 def _batch_by_hits(pipeline: Any, golden: GoldenSet, batch: Sequence[GoldenQuery], depth: int,
@@ -209,8 +210,9 @@ def _answer(pipeline: Any, query: GoldenQuery, hits, error, seconds,
             error = _error_text(exc)
             traceback.clear_frames(exc.__traceback__)
         seconds += time.perf_counter() - start
-    return QueryResult(query.id, hits if error is None else (), answer, seconds * 1000.0, error,
-                       truncated if error is None else 0)
+    return QueryResult(query_id=query.id, hits=hits if error is None else (), answer=answer,
+                       latency_ms=seconds * 1000.0, error=error,
+                       truncated_hits=truncated if error is None else 0)
 
 
 def _run_many(pipeline: Any, queries: Sequence[GoldenQuery], depth: int) -> list[QueryResult]:
@@ -226,9 +228,10 @@ def _run_many(pipeline: Any, queries: Sequence[GoldenQuery], depth: int) -> list
         if (error is None and q.ask and not isinstance(answer, Answer)
                 and getattr(pipeline, "answers", True)):
             error = "the target returned no answer for an ask query"
-        results.append(QueryResult(q.id, hits if error is None else (),
-                                   answer if error is None and q.ask else None,
-                                   seconds * 1000.0, error, truncated if error is None else 0))
+        results.append(QueryResult(query_id=q.id, hits=hits if error is None else (),
+                                   answer=answer if error is None and q.ask else None,
+                                   latency_ms=seconds * 1000.0, error=error,
+                                   truncated_hits=truncated if error is None else 0))
     return results
 
 

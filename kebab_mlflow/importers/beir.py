@@ -18,7 +18,7 @@ GENERIC_FOLDER_NAMES = {"beir", "data", "dataset", "datasets", "corpus", "collec
 CORPUS_FILES = ("corpus.jsonl", "corpus.jsonl.gz")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ImportSummary:
     written: int
     skipped_without_judgments: int
@@ -110,4 +110,5 @@ def import_beir(folder: Path, split: str, out: Path, name: str | None = None) ->
     doc["queries"] = entries
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(header + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=1000))
-    return ImportSummary(len(entries), skipped, out, name, corpus)
+    return ImportSummary(written=len(entries), skipped_without_judgments=skipped, out=out,
+                         name=name, corpus=corpus)

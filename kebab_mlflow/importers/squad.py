@@ -50,7 +50,7 @@ HANGUL_SHARE = 0.3  # of a question's words, from which it is `lang: ko`
 _HANGUL = re.compile("[\uac00-\ud7a3\u1100-\u11ff\u3130-\u318f]")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class QA:
     id: str
     question: str
@@ -60,7 +60,7 @@ class QA:
     answer: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SquadSplit:
     name: str
     path: Path
@@ -71,7 +71,7 @@ class SquadSplit:
     left_out: int = 0  # questions of dropped paragraphs whose gold span is still in the corpus
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SquadImport:
     corpus: Path
     paragraphs_kept: int
@@ -97,8 +97,9 @@ def read_squad(source: Path) -> list[QA]:
             try:
                 r = json.loads(line)
                 texts = r["answers"]["text"]
-                rows.append(QA(str(r["id"]), r["question"], r["title"], str(r["passage_id"]),
-                               r["context"], texts[0]))
+                rows.append(QA(id=str(r["id"]), question=r["question"], title=r["title"],
+                               passage_id=str(r["passage_id"]),
+                               context=r["context"], answer=texts[0]))
             except (ValueError, KeyError, TypeError, IndexError) as exc:
                 problems.append(Problem(f"not a QA record ({type(exc).__name__}: {exc})",
                                         f"{source}:{lineno}"))
@@ -112,8 +113,9 @@ def read_squad(source: Path) -> list[QA]:
 def _read_squad_json(source: Path) -> list[QA]:
     try:
         data = json.loads(source.read_text(encoding="utf-8"))["data"]
-        rows = [QA(str(qa["id"]), qa["question"], article["title"], f"{a}_{p}",
-                   para["context"], qa["answers"][0]["text"])
+        rows = [QA(id=str(qa["id"]), question=qa["question"], title=article["title"],
+                   passage_id=f"{a}_{p}",
+                   context=para["context"], answer=qa["answers"][0]["text"])
                 for a, article in enumerate(data)
                 for p, para in enumerate(article["paragraphs"])
                 for qa in para["qas"] if qa.get("answers")]
@@ -168,7 +170,7 @@ def import_squad(source: Path, out: Path, *, abstain_share: float = 0.1,
         _write_split(name, [r for r in rows if split_of[r.title] == name], dropped,
                      answered_elsewhere, lang, out, corpus_dir, settings, source)
         for name in ("train", "test"))
-    return SquadImport(corpus_dir, len(kept), splits, seed)
+    return SquadImport(corpus=corpus_dir, paragraphs_kept=len(kept), splits=splits, seed=seed)
 
 
 def detect_lang(text: str) -> str:
@@ -249,8 +251,9 @@ def _write_split(split: str, members: list[QA], dropped: set[str], left_out: set
            "queries": entries}
     path.write_text(header + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True,
                                             width=1000), encoding="utf-8")
-    return SquadSplit(split, path, len(members) - n_abstain, n_abstain, len(pids),
-                      len(pids & dropped), n_left_out)
+    return SquadSplit(name=split, path=path, answerable=len(members) - n_abstain,
+                      abstention=n_abstain, paragraphs=len(pids),
+                      dropped_paragraphs=len(pids & dropped), left_out=n_left_out)
 
 
 def _entry(r: QA, abstain: bool, lang: str) -> dict:

@@ -37,7 +37,7 @@ _XML_FIELD = {"title": re.compile(r"<query>(.*?)</query>", re.S | re.I),
               "desc": re.compile(r"<description>(.*?)</description>", re.S | re.I)}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TrecImportSummary:
     written: int
     topics_without_judgments: int
@@ -175,4 +175,5 @@ def import_trec(qrels_path: Path, topics_path: Path, out: Path, name: str | None
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(header + yaml.safe_dump(doc, sort_keys=False, allow_unicode=True, width=1000),
                    encoding="utf-8")
-    return TrecImportSummary(len(entries), without, stray, form, out)
+    return TrecImportSummary(written=len(entries), topics_without_judgments=without,
+                             judged_topics_not_in_topics=stray, topics_format=form, out=out)

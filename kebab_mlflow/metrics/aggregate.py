@@ -64,7 +64,7 @@ MetricBlock = Mapping[str, float | None]
 ReliabilityBin = tuple[float, float | None, float | None, int]  # lower edge, confidence, acc., n
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Aggregate:
     """A run's aggregate, one field per block of ``aggregate.json`` (in the file's order).
 

@@ -30,7 +30,8 @@ from functools import cached_property
 
 import numpy as np
 
-from kebab_mlflow.metrics.registry import MRR_CUTOFF
+CUTOFFS = (1, 3, 5, 10)  # the standard cut-offs every run of enough depth reports
+MRR_CUTOFF = 10
 
 
 @dataclass(frozen=True)

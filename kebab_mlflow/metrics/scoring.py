@@ -12,28 +12,21 @@ from kebab_mlflow.metrics.answers import answer_scores
 from kebab_mlflow.metrics.registry import (
     CUTOFFS,
     JUDGED_LEVELS,
-    MRR_CUTOFF,
-    ensure_cutoff,
-    retrieval_name,
+    Level,
+    judged_metrics,
+    retrieval_metrics,
 )
 from kebab_mlflow.metrics.retrieval import (
-    FAMILY_FUNCTIONS,
-    RANK_FUNCTIONS,
     RelevanceTable,
     first_appearance,
     first_relevant_rank,
-    judged_at_k,
-    mrr,
 )
 from kebab_mlflow.records import QueryResult
 
 
 def cutoffs_for(depth: int, extra: Sequence[int] = ()) -> list[int]:
     """The cut-offs a run of this retrieval depth can report: never deeper than it searched."""
-    ks = sorted({k for k in (*CUTOFFS, *extra, depth) if 0 < k <= depth})
-    for k in ks:
-        ensure_cutoff(k)
-    return ks
+    return sorted({k for k in (*CUTOFFS, *extra, depth) if 0 < k <= depth})
 
 
 def run_cutoffs(depth: int, requested: Sequence[int] | None = None) -> list[int]:
@@ -50,8 +43,6 @@ def run_cutoffs(depth: int, requested: Sequence[int] | None = None) -> list[int]
     if deep:
         raise ConfigError(f"cut-off(s) {', '.join(map(str, deep))} deeper than the retrieval "
                           f"depth --k {depth}: raise --k or drop them")
-    for k in ks:
-        ensure_cutoff(k)
     return ks
 
 
@@ -95,17 +86,12 @@ def table_scores(tables: dict[str, RelevanceTable], judged: RelevanceTable | Non
     scores: dict[str, np.ndarray] = {}
     for level, table in tables.items():
         table.prepare(cutoffs)  # one pass for every cut-off's count and DCG
-        if depth >= MRR_CUTOFF:
-            scores[retrieval_name("mrr", level, None)] = mrr(table)
-        for family, fn in RANK_FUNCTIONS.items():
-            scores[retrieval_name(family, level, None)] = fn(table)
-        for k in cutoffs:
-            for family, fn in FAMILY_FUNCTIONS.items():
-                scores[retrieval_name(family, level, k)] = fn(table, k)
+        for metric in retrieval_metrics(Level(level), cutoffs, depth):
+            scores[metric.name] = metric.score(table)
     if judged is not None:
         judged.prepare(cutoffs)
-        for k in cutoffs:
-            scores[retrieval_name("judged", "doc", k)] = judged_at_k(judged, k)
+        for metric in judged_metrics(cutoffs):
+            scores[metric.name] = metric.score(judged)
     return scores
 
 
@@ -118,7 +104,7 @@ def score_results(queries: Sequence[GoldenQuery], results: Sequence[QueryResult]
     for the whole set, so every batch has the same keys (a query without ``ask`` scores NaN).
     ``tables``: the :func:`retrieval_tables` of these results, when the caller has them."""
     tables = tables if tables is not None else retrieval_tables(queries, results, depth)
-    judged = judged_table(queries, results, depth) if "doc" in JUDGED_LEVELS else None
+    judged = judged_table(queries, results, depth) if Level.DOC in JUDGED_LEVELS else None
     scores = table_scores(tables, judged, depth, cutoffs)
     scores["no_hit_rate"] = np.array([float(not r.hits and r.error is None) for r in results])
     scores["error_rate"] = np.array([float(r.error is not None) for r in results])

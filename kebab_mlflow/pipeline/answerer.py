@@ -196,7 +196,7 @@ def answerer_version(tokenizer: str) -> str:
     return "extractive-v5" if tokenizer in GATES else "extractive-v4"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class AnswererConfig:
     context_k: int = 3
     max_sentences: int = 1
@@ -204,7 +204,7 @@ class AnswererConfig:
     gate: GateModel | None = None  # None: refuse when the best evidence is below refuse_below
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Candidate:
     share: float  # evidence score of the sentence, in [0, 1]
     rank: int  # rank of the hit it comes from
@@ -277,7 +277,7 @@ def extractive_answer(query: str, hits: Sequence[Hit], config: AnswererConfig,
     if sum(weights.values()) <= 0:
         # nothing to look for ("What is it?"): refused, with no confidence to report — the
         # answerer cannot judge whether that refusal is right (left out of calibration)
-        return Answer("", (), "no_content_words")
+        return Answer(text="", citations=(), refusal_reason="no_content_words")
     candidates = (rank_sentences(query, hits, config.context_k, weights=weights,
                                  tokenize=tokenize) if hits else [])
     evidence = candidates[0].share if candidates else 0.0
@@ -301,13 +301,15 @@ def extractive_answer(query: str, hits: Sequence[Hit], config: AnswererConfig,
                   else f"{gate_name} {gated:.2f} below gate {config.refuse_below}")
         raw = coverage(query, hits, config.context_k, weights=weights, tokenize=tokenize)
         sim = closeness([c.sentence for c in candidates])
-        return Answer("", (), reason, confidence(raw, True, sim), raw, sim)
+        return Answer(text="", citations=(), refusal_reason=reason,
+                      confidence=confidence(raw, True, sim), raw_confidence=raw, similarity=sim)
     raw = raw_confidence(candidates, config.max_sentences)
     chosen = candidates[: config.max_sentences]
     citations = tuple(dict.fromkeys(c.chunk_id for c in chosen))
     text = " ".join(c.sentence for c in chosen)
     sim = closeness([text])
-    return Answer(text, citations, None, confidence(raw, False, sim), raw, sim)
+    return Answer(text=text, citations=citations, refusal_reason=None,
+                  confidence=confidence(raw, False, sim), raw_confidence=raw, similarity=sim)
 
 
 def gate_features(query: str, hits: Sequence[Hit],
@@ -366,7 +368,8 @@ def rank_sentences(query: str, hits: Sequence[Hit], context_k: int,
                 continue
             if wanted is not None and has_answer_token(wanted, query, sentence):
                 score += TYPE_BONUS * (1.0 - score)
-            out.append(Candidate(score, hit.rank, position, hit.chunk_id, sentence))
+            out.append(Candidate(share=score, rank=hit.rank, position=position,
+                                 chunk_id=hit.chunk_id, sentence=sentence))
     out.sort(key=lambda c: (-c.share, c.rank, c.position))
     seen: set[str] = set()
     unique = []

@@ -60,7 +60,7 @@ CALIBRATED_SUFFIX = "-calibrated"
 
 # --- the calibrator ---------------------------------------------------------------------------
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ConfidenceMap:
     """raw → P(correct). ``kind``: ``isotonic`` (piecewise linear through ``x``/``y``),
     ``platt`` (sigmoid(slope·raw + similarity_slope·similarity + intercept); the similarity
@@ -97,9 +97,10 @@ class ConfidenceMap:
     def from_json(cls, data: Mapping) -> ConfidenceMap:
         kind = data["kind"]
         sim = data.get("similarity_slope")  # absent from calibrators written before it existed
-        m = cls(kind, tuple(map(float, data.get("x", ()))), tuple(map(float, data.get("y", ()))),
-                float(data.get("slope", 0.0)), float(data.get("intercept", 0.0)),
-                None if sim is None else float(sim))
+        m = cls(kind=kind, x=tuple(map(float, data.get("x", ()))),
+                y=tuple(map(float, data.get("y", ()))),
+                slope=float(data.get("slope", 0.0)), intercept=float(data.get("intercept", 0.0)),
+                similarity_slope=None if sim is None else float(sim))
         ok = {"isotonic": len(m.x) == len(m.y) >= 1, "platt": True,
               "constant": len(m.y) == 1, "none": True}.get(kind)
         if not ok or not all(0.0 <= v <= 1.0 for v in m.y):
@@ -117,21 +118,21 @@ def fit_map(raw: np.ndarray, correct: np.ndarray, increasing: bool, method: str,
     regression is one-dimensional and uses the raw confidence alone."""
     raw, correct = np.asarray(raw, float), np.asarray(correct, float)
     if raw.size == 0:
-        return ConfidenceMap("none")
+        return ConfidenceMap(kind="none")
     if len(set(correct.tolist())) < 2 or len(set(raw.tolist())) < 2:
         # one outcome or one raw value: the Laplace-smoothed rate (never a certain 0 or 1)
-        return ConfidenceMap("constant", y=((correct.sum() + 1.0) / (correct.size + 2.0),))
+        return ConfidenceMap(kind="constant", y=((correct.sum() + 1.0) / (correct.size + 2.0),))
     if method == "platt":
         inputs = raw if similarity is None else np.column_stack([raw, similarity])
         *slopes, intercept = platt_fit(inputs, correct)
-        return ConfidenceMap("platt", slope=slopes[0], intercept=intercept,
+        return ConfidenceMap(kind="platt", slope=slopes[0], intercept=intercept,
                              similarity_slope=slopes[1] if similarity is not None else None)
     from sklearn.isotonic import IsotonicRegression
 
     iso = IsotonicRegression(y_min=0.0, y_max=1.0, increasing=increasing,
                              out_of_bounds="clip").fit(raw, correct)
-    return ConfidenceMap("isotonic", tuple(map(float, iso.X_thresholds_)),
-                         tuple(map(float, iso.y_thresholds_)))
+    return ConfidenceMap(kind="isotonic", x=tuple(map(float, iso.X_thresholds_)),
+                         y=tuple(map(float, iso.y_thresholds_)))
 
 
 def platt_fit(x: np.ndarray, y: np.ndarray, max_iter: int = 100) -> tuple[float, ...]:
@@ -172,7 +173,7 @@ def platt_fit(x: np.ndarray, y: np.ndarray, max_iter: int = 100) -> tuple[float,
     return tuple(float(v) for v in w)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Calibrator:
     """Two maps raw confidence → P(response correct): one for answers, one for refusals
     (a refusal's correctness falls as the raw evidence rises; an answer's rises). ``info``
@@ -199,11 +200,11 @@ class Calibrator:
         raw, correct = np.asarray(raw, float), np.asarray(correct, float)
         refused = np.asarray(refused, bool)
         sim = None if similarity is None else np.asarray(similarity, float)
-        return cls(method,
-                   fit_map(raw[~refused], correct[~refused], True, method,
+        return cls(method=method,
+                   answered=fit_map(raw[~refused], correct[~refused], True, method,
                            None if sim is None else sim[~refused]),
-                   fit_map(raw[refused], correct[refused], False, method,
-                           None if sim is None else sim[refused]), dict(info or {}))
+                   refused=fit_map(raw[refused], correct[refused], False, method,
+                           None if sim is None else sim[refused]), info=dict(info or {}))
 
     def apply(self, raw: np.ndarray, refused: np.ndarray,
               similarity: np.ndarray | None = None) -> np.ndarray:
@@ -235,8 +236,9 @@ class Calibrator:
             data = json.loads(path.read_text(encoding="utf-8"))
             if data.get("format") != FORMAT:
                 raise ValueError(f"format is {data.get('format')!r}, expected {FORMAT!r}")
-            return cls(data["method"], ConfidenceMap.from_json(data["answered"]),
-                       ConfidenceMap.from_json(data["refused"]), data.get("info") or {})
+            return cls(method=data["method"], answered=ConfidenceMap.from_json(data["answered"]),
+                       refused=ConfidenceMap.from_json(data["refused"]),
+                       info=data.get("info") or {})
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             raise CalibrationError("unreadable calibrator", [Problem(
                 f"{type(exc).__name__}: {exc} — delete it or run `kebab-mlflow calibrate` "
@@ -272,7 +274,7 @@ def calibrator_path(index_folder: Path, versions: VersionSnapshot | Mapping[str,
 
 # --- the answerability gate -------------------------------------------------------------------
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GateFit:
     """An answerability gate fitted on a golden set's ask cases (:func:`fit_gate`)."""
 
@@ -303,4 +305,5 @@ def fit_gate(features: np.ndarray, answerable: np.ndarray, always_refused: int =
     steps = [round(i * step, 10) for i in range(1, int(round(1 / step)))]
     fitting = [g for g in steps if answerable_refused(g) <= max_refused]
     gate = max(fitting) if fitting else steps[0]
-    return GateFit(model, gate, answerable_refused(gate), float((score[~y] < gate).mean()))
+    return GateFit(model=model, refuse_below=gate, answerable_refused=answerable_refused(gate),
+                   abstention_refused=float((score[~y] < gate).mean()))

@@ -68,7 +68,9 @@ def versions_for(config: Mapping[str, Any], embedding_id: str = "") -> VersionSn
               f"-gate{refuse_below(config)}" + (f"-sim={embedding_id}" if an["similarity"] else "")
               + ("" if tokenizer == "english" else f"-tok={tokenizer}")
               + ("-calibrated" if an["calibrate"] else ""))
-    return VersionSnapshot(PARSER_VERSION, chunker, embedding, index, prompt)
+    return VersionSnapshot(parser_version=PARSER_VERSION, chunker_version=chunker,
+                           embedding_version=embedding, index_version=index,
+                           prompt_template_version=prompt)
 
 
 def refuse_below(config: Mapping[str, Any]) -> float:
@@ -103,9 +105,10 @@ class ReferencePipeline:
         self.folder = folder
         self._versions = versions_for(config, embedding_id)
         an = config["answer"]
-        self.answer_config = AnswererConfig(an["context_k"], an["max_sentences"],
-                                            refuse_below(config),
-                                            GATES.get(_tokenizer_name(config)))
+        self.answer_config = AnswererConfig(context_k=an["context_k"],
+                                            max_sentences=an["max_sentences"],
+                                            refuse_below=refuse_below(config),
+                                            gate=GATES.get(_tokenizer_name(config)))
         self.calibrator = _load_calibrator(folder, self._versions) if an["calibrate"] else None
         self._df: dict[str, int] | None = None  # chunk frequency per term, on first ask
         self.similarity = QuerySimilarity(config["dense"]) if an["similarity"] else None
@@ -156,7 +159,8 @@ class ReferencePipeline:
 
     def _hit(self, index: int, score: float, rank: int) -> Hit:
         chunk = self.chunks[index]
-        return Hit(chunk.chunk_id, chunk.doc_id, score, rank, chunk.text)
+        return Hit(chunk_id=chunk.chunk_id, doc_id=chunk.doc_id, score=score, rank=rank,
+                   text=chunk.text)
 
 
 _TEXT_VECTORS: dict[int, dict[str, Any]] = {}  # per loaded model: text → unit vector

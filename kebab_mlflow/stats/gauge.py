@@ -22,6 +22,7 @@ Every row's mean gets a percentile-bootstrap 95% CI (seeded, :func:`kebab_mlflow
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,12 +32,24 @@ import numpy as np
 from kebab_mlflow.stats.resampling import bootstrap_ci
 
 CONFIDENCE = 0.95
-ALIVE, UNCERTAIN, DEAD, NA = "alive", "uncertain", "dead", "n/a"
+
+
+class SignalState(enum.StrEnum):
+    """Whether a metric tells the primary row from a floor: alive (the gap's CI excludes 0),
+    uncertain, dead (the primary is no better than the floor) or n/a (no data)."""
+
+    ALIVE = "alive"
+    UNCERTAIN = "uncertain"
+    DEAD = "dead"
+    NA = "n/a"
+
+
+ALIVE, UNCERTAIN, DEAD, NA = SignalState  # short names, in the enum's order
 # worst first: the overall state of several metrics is the worst of theirs
 STATE_ORDER = (DEAD, NA, UNCERTAIN, ALIVE)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RowStat:
     """Mean of one row's counted per-query scores with its bootstrap CI (None when n < 2)."""
 
@@ -53,7 +66,7 @@ class RowStat:
         return {"mean": self.mean, "ci_low": self.ci_low, "ci_high": self.ci_high, "n": self.n}
 
 
-MISSING = RowStat(None, None, None, 0)
+MISSING = RowStat(mean=None, ci_low=None, ci_high=None, n=0)
 
 
 def row_stat(values: np.ndarray | None, resamples: int, seed: int,
@@ -67,9 +80,9 @@ def row_stat(values: np.ndarray | None, resamples: int, seed: int,
         return MISSING
     mean = float(v.mean())
     if v.size < 2:
-        return RowStat(mean, None, None, int(v.size))
+        return RowStat(mean=mean, ci_low=None, ci_high=None, n=int(v.size))
     lo, hi = bootstrap_ci(v, resamples, seed, confidence)
-    return RowStat(mean, float(lo[0]), float(hi[0]), int(v.size))
+    return RowStat(mean=mean, ci_low=float(lo[0]), ci_high=float(hi[0]), n=int(v.size))
 
 
 def paired_gap_ci(primary: np.ndarray, floor: np.ndarray, resamples: int, seed: int,
@@ -86,7 +99,7 @@ def paired_gap_ci(primary: np.ndarray, floor: np.ndarray, resamples: int, seed: 
     return float(lo[0]), float(hi[0])
 
 
-def floor_state(primary: RowStat, floor: RowStat) -> str:
+def floor_state(primary: RowStat, floor: RowStat) -> SignalState:
     """The signal state of the primary against one floor."""
     if primary.mean is None or floor.mean is None:
         return NA
@@ -97,14 +110,14 @@ def floor_state(primary: RowStat, floor: RowStat) -> str:
     return UNCERTAIN
 
 
-def combine_states(states: Sequence[str]) -> str:
+def combine_states(states: Sequence[SignalState]) -> SignalState:
     """The worst of several states (``n/a`` for none at all)."""
     if not states:
         return NA
     return min(states, key=STATE_ORDER.index)
 
 
-def signal_state(primary: RowStat, floors: Mapping[str, RowStat]) -> str:
+def signal_state(primary: RowStat, floors: Mapping[str, RowStat]) -> SignalState:
     """``alive`` only when the primary clears every floor; ``dead`` when any floor matches or
     beats it; ``n/a`` when a floor is missing; ``uncertain`` otherwise."""
     states = [floor_state(primary, f) for f in floors.values()]
@@ -124,7 +137,7 @@ def normalized_gap(gap: float | None, floor_mean: float | None,
     return gap / denominator
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class FloorGap:
     """The primary against one floor: the floor's own stat, the gap with its paired CI, the
     normalized gap and the state."""
@@ -134,7 +147,7 @@ class FloorGap:
     gap_ci_low: float | None
     gap_ci_high: float | None
     normalized: float | None
-    signal_state: str
+    signal_state: SignalState
 
     def as_dict(self) -> dict[str, float | int | str | None]:
         return {**self.stat.as_dict(), "gap": self.gap, "gap_ci_low": self.gap_ci_low,
@@ -142,7 +155,7 @@ class FloorGap:
                 "signal_state": self.signal_state}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GaugeMetric:
     """The gauge of one metric: the primary row's stat, the ceiling's value, each floor's gap,
     every row's stat and the overall state of the metric."""
@@ -153,7 +166,7 @@ class GaugeMetric:
     ceiling: float | None  # the ceiling row's mean; 1.0 without a ceiling row
     floors: Mapping[str, FloorGap]
     rows: Mapping[str, RowStat]
-    signal_state: str
+    signal_state: SignalState
 
     def as_dict(self) -> dict[str, Any]:
         """The metric's block of ``distinguishing_power.json`` (and ``sweep --json``)."""
@@ -170,14 +183,17 @@ class GaugeMetric:
     def from_dict(cls, block: Mapping[str, Any]) -> GaugeMetric:
         """A block of ``distinguishing_power.json`` or ``sweep --json`` read back."""
         def stat(d: Mapping[str, Any]) -> RowStat:
-            return RowStat(d["mean"], d["ci_low"], d["ci_high"], d["n"])
+            return RowStat(mean=d["mean"], ci_low=d["ci_low"], ci_high=d["ci_high"], n=d["n"])
 
-        floors = {name: FloorGap(stat(f), f["gap"], f["gap_ci_low"], f["gap_ci_high"],
-                                 f["normalized"], f["signal_state"])
+        floors = {name: FloorGap(stat=stat(f), gap=f["gap"], gap_ci_low=f["gap_ci_low"],
+                                 gap_ci_high=f["gap_ci_high"], normalized=f["normalized"],
+                                 signal_state=SignalState(f["signal_state"]))
                   for name, f in block["floors"].items()}
-        return cls(block["primary"]["row"], stat(block["primary"]), block["ceiling"]["row"],
-                   block["ceiling"]["value"], floors,
-                   {name: stat(r) for name, r in block["rows"].items()}, block["signal_state"])
+        return cls(primary_row=block["primary"]["row"], primary=stat(block["primary"]),
+                   ceiling_row=block["ceiling"]["row"],
+                   ceiling=block["ceiling"]["value"], floors=floors,
+                   rows={name: stat(r) for name, r in block["rows"].items()},
+                   signal_state=SignalState(block["signal_state"]))
 
 
 def gauge_metric(scores: Mapping[str, np.ndarray | None], primary: str, floors: Sequence[str],
@@ -194,8 +210,9 @@ def gauge_metric(scores: Mapping[str, np.ndarray | None], primary: str, floors: 
         p_values, f_values = scores.get(primary), scores.get(name)
         gap_lo, gap_hi = ((None, None) if p_values is None or f_values is None
                           else paired_gap_ci(p_values, f_values, resamples, seed))
-        floor_gaps[name] = FloorGap(f, gap, gap_lo, gap_hi,
-                                    normalized_gap(gap, f.mean, ceiling_value),
-                                    floor_state(p, f))
-    return GaugeMetric(primary, p, ceiling, ceiling_value, floor_gaps, stats,
-                       signal_state(p, {n: stats.get(n, MISSING) for n in floors}))
+        floor_gaps[name] = FloorGap(stat=f, gap=gap, gap_ci_low=gap_lo, gap_ci_high=gap_hi,
+                                    normalized=normalized_gap(gap, f.mean, ceiling_value),
+                                    signal_state=floor_state(p, f))
+    return GaugeMetric(primary_row=primary, primary=p, ceiling_row=ceiling, ceiling=ceiling_value,
+                       floors=floor_gaps, rows=stats,
+                       signal_state=signal_state(p, {n: stats.get(n, MISSING) for n in floors}))

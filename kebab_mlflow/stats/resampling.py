@@ -61,7 +61,7 @@ _BINOMIAL_RATIO = 100
 EXACT_STATES = 1 << 16
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PairedTest:
     """Paired comparison of one metric: ``mean`` of candidate − baseline over ``n`` queries.
 
@@ -279,11 +279,12 @@ def paired_tests(deltas: Sequence[np.ndarray], resamples: int = 10_000, seed: in
     out = []
     for row, boot, p in zip(rows, samples, pvalues, strict=True):
         if row.size == 0:
-            out.append(PairedTest(0, None, None, None, None))
+            out.append(PairedTest(n=0, mean=None, ci_low=None, ci_high=None, p_value=None))
             continue
         lo, hi = np.quantile(boot, [alpha, 1 - alpha])
-        out.append(PairedTest(int(row.size), float(row.mean()), float(lo), float(hi), float(p),
-                              exact_signflip_states(row) <= EXACT_STATES))
+        out.append(PairedTest(n=int(row.size), mean=float(row.mean()), ci_low=float(lo),
+                              ci_high=float(hi), p_value=float(p),
+                              p_exact=exact_signflip_states(row) <= EXACT_STATES))
     return out
 
 

@@ -49,9 +49,15 @@ from typing import Any
 import numpy as np
 
 from kebab_mlflow import progress
+from kebab_mlflow import vocabulary as vocab
 from kebab_mlflow.errors import InputError, RunInterrupted
 from kebab_mlflow.formatting import number
-from kebab_mlflow.interrupts import checkpoint, signals_deferred, sigterm_as_interrupt
+from kebab_mlflow.interrupts import (
+    checkpoint,
+    raise_if_interrupted,
+    signals_deferred,
+    sigterm_as_interrupt,
+)
 from kebab_mlflow.sweep.executors import check_executor, make_executor
 from kebab_mlflow.sweep.outputs import compute_gauge, overall_state, publish_sweep
 from kebab_mlflow.sweep.spec import (
@@ -62,10 +68,12 @@ from kebab_mlflow.sweep.spec import (
     SweepSpec,
     describe_row,
 )
+from kebab_mlflow.vocabulary import RunStatus
 
-ROW_TAG = "kebab.sweep_row"
-SWEEP_KIND = "sweep"
-LOST_TAG = "kebab.sweep_row_lost"
+ROW_TAG = vocab.SWEEP_ROW
+SWEEP_KIND = vocab.RunKind.SWEEP
+LOST_TAG = vocab.SWEEP_ROW_LOST
+ROW_POLL_S = 0.5  # how often the row loop looks for a noted signal while rows run
 
 
 # --------------------------------------------------------------------------- one row
@@ -89,7 +97,7 @@ def row_options(spec: SweepSpec, row: SweepRow, experiment: str, uri: str,
                       tracking_uri=absolute_uri(uri), run_name=row.name, seed=spec.seed,
                       parent_run_id=parent_run_id, target=row.target,
                       concurrency=row.concurrency, cutoffs=row.cutoffs, ask=row.ask,
-                      extra_tags={ROW_TAG: row.name, "kebab.sweep_role": row.role,
+                      extra_tags={ROW_TAG: row.name, vocab.SWEEP_ROLE: row.role,
                                   **row.grid_tags})
 
 
@@ -125,10 +133,10 @@ def _end_row_runs(options: Any) -> None:
     with contextlib.suppress(Exception):
         tracker = Tracker(options.tracking_uri)
         experiment_id = tracker.experiment_id(options.experiment, create=False)
-        for run in tracker.find_runs([experiment_id], status="RUNNING",
+        for run in tracker.find_runs([experiment_id], status=RunStatus.RUNNING,
                                      tags={"mlflow.parentRunId": options.parent_run_id,
                                            ROW_TAG: options.run_name}):
-            tracker.end_run(run.run_id, "KILLED")
+            tracker.end_run(run.run_id, RunStatus.KILLED)
 
 
 def _aligned(spec: SweepSpec, query_ids: Sequence[str],
@@ -149,16 +157,19 @@ def _aligned(spec: SweepSpec, query_ids: Sequence[str],
 
 def _outcome(spec: SweepSpec, row: SweepRow, reply: Mapping[str, Any]) -> RowOutcome:
     if "error" in reply:
-        return RowOutcome(row.name, row.role, None, "FAILED", reply["error"],
-                          seconds=reply["seconds"])
-    return RowOutcome(row.name, row.role, reply["run_id"], "FINISHED", None,
-                      _aligned(spec, reply["query_ids"], reply["scores"]), reply["overall"],
-                      reply["seconds"])
+        return RowOutcome(name=row.name, role=row.role, run_id=None, status=RunStatus.FAILED,
+                          error=reply["error"], seconds=reply["seconds"])
+    return RowOutcome(name=row.name, role=row.role, run_id=reply["run_id"],
+                      status=RunStatus.FINISHED,
+                      error=None,
+                      scores=_aligned(spec, reply["query_ids"], reply["scores"]),
+                      overall=reply["overall"],
+                      seconds=reply["seconds"])
 
 
 def row_line(spec: SweepSpec, outcome: RowOutcome) -> str:
     """What the console shows as a row finishes: its headline (first gauged) metric."""
-    if outcome.status != "FINISHED":
+    if outcome.status != RunStatus.FINISHED:
         return f"row {outcome.name}: FAILED — {outcome.error}"
     metric = spec.gauge_metrics[0]
     return (f"row {outcome.name}: FINISHED ({outcome.seconds:.1f} s, run "
@@ -168,7 +179,7 @@ def row_line(spec: SweepSpec, outcome: RowOutcome) -> str:
 # --------------------------------------------------------------------------- the sweep
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _Live:
     """What an interrupt must clean up: the tracker and the parent run, once they exist."""
 
@@ -211,7 +222,7 @@ def run_sweep(spec: SweepSpec, *, experiment: str | None = None,
             with _signals_held():
                 runner.cancel()
                 if live.parent_id is not None:
-                    live.tracker.end_run_quietly(live.parent_id, "FAILED")
+                    live.tracker.end_run_quietly(live.parent_id, RunStatus.FAILED)
             raise
 
 
@@ -256,7 +267,7 @@ def _run_pending(spec: SweepSpec, pending: Sequence[SweepRow], live: _Live, runn
     runner.close()
     # a row Dask retried after its worker died left that attempt's child RUNNING
     kept = {o.run_id for o in outcomes.values()}
-    _end_running_children(live.tracker, live.parent_id, "FAILED", keep=kept,
+    _end_running_children(live.tracker, live.parent_id, RunStatus.FAILED, keep=kept,
                           tags={LOST_TAG: "its worker died; the row was retried or failed"})
     return outcomes
 
@@ -275,7 +286,10 @@ def _run_rows(spec: SweepSpec, pending: Sequence[SweepRow], runner: Any,
                 row = queue.popleft()
                 on_event(f"row {row.name}: running ({row.shown_preset})")
                 in_flight[runner.submit(execute_row, options(row), spec.gauge_metrics)] = row
-            done, _ = wait(list(in_flight), return_when=FIRST_COMPLETED)
+            # in short waits: a signal whose KeyboardInterrupt a gc callback swallowed (Dask's
+            # scheduler runs one here) is acted on while rows are still running
+            done, _ = wait(list(in_flight), timeout=ROW_POLL_S, return_when=FIRST_COMPLETED)
+            raise_if_interrupted()
             for future in done:
                 row = in_flight.pop(future)
                 outcomes[row.name] = _outcome(spec, row, _reply(future))
@@ -300,9 +314,12 @@ def _finish(spec: SweepSpec, live: _Live, rows_done: Mapping[str, RowOutcome],
     checkpoint("sweep-rows-done")
     gauge = compute_gauge(spec, rows)
     checkpoint("sweep-gauged")
-    status = "FINISHED" if all(r.status == "FINISHED" for r in rows.values()) else "FAILED"
-    result = SweepResult(live.parent_id, live.experiment_id, status, rows, gauge,
-                         overall_state(gauge), live.tracker.ui_command(live.experiment_id), wall_s)
+    finished = all(r.status == RunStatus.FINISHED for r in rows.values())
+    status = RunStatus.FINISHED if finished else RunStatus.FAILED
+    result = SweepResult(parent_run_id=live.parent_id, experiment_id=live.experiment_id,
+                         status=status, rows=rows, gauge=gauge,
+                         signal_state=overall_state(gauge),
+                         ui_command=live.tracker.ui_command(live.experiment_id), wall_s=wall_s)
     publish_sweep(live.tracker, spec, result)
     checkpoint("sweep-published")
     return result
@@ -314,8 +331,8 @@ def _end_interrupted(live: _Live, runner: Any) -> bool:
     runner.cancel()
     if live.parent_id is None:
         return True
-    killed = live.tracker.end_run_quietly(live.parent_id, "KILLED")
-    _end_running_children(live.tracker, live.parent_id, "KILLED")
+    killed = live.tracker.end_run_quietly(live.parent_id, RunStatus.KILLED)
+    _end_running_children(live.tracker, live.parent_id, RunStatus.KILLED)
     return killed
 
 
@@ -352,7 +369,7 @@ def _end_running_children(tracker: Any, parent_id: str, status: str,
     ended = []
     try:
         parent = tracker.get_run(parent_id)
-        for child in tracker.find_runs([parent.experiment_id], status="RUNNING",
+        for child in tracker.find_runs([parent.experiment_id], status=RunStatus.RUNNING,
                                        tags={"mlflow.parentRunId": parent_id}):
             if child.run_id in keep:
                 continue
@@ -368,9 +385,9 @@ def _end_running_children(tracker: Any, parent_id: str, status: str,
 def _parent_tags(spec: SweepSpec) -> dict[str, str]:
     from kebab_mlflow.tracking.provenance import provenance_tags
 
-    return {**provenance_tags(SWEEP_KIND), "kebab.sweep_sha256": spec.sha256,
-            "kebab.golden_sha256": spec.golden_sha256,
-            "kebab.corpus_sha256": spec.corpus_sha256, "kebab.sweep_primary": spec.primary}
+    return {**provenance_tags(SWEEP_KIND), vocab.SWEEP_SHA256: spec.sha256,
+            vocab.GOLDEN_SHA256: spec.golden_sha256,
+            vocab.CORPUS_SHA256: spec.corpus_sha256, vocab.SWEEP_PRIMARY: spec.primary}
 
 
 def _parent_params(spec: SweepSpec) -> dict[str, Any]:
@@ -394,7 +411,7 @@ def _resume_state(tracker: Any, spec: SweepSpec, experiment: str, ref: str
 
     parent = resolve_run(tracker, experiment, ref)
     _check_resumable(parent, spec, ref)
-    stale = _end_running_children(tracker, parent.run_id, "KILLED")
+    stale = _end_running_children(tracker, parent.run_id, RunStatus.KILLED)
     if stale:
         progress.warn(f"--resume: {len(stale)} child run(s) left RUNNING by an earlier "
                       f"sweep process ended KILLED: {', '.join(stale)}")
@@ -405,7 +422,7 @@ def _resume_state(tracker: Any, spec: SweepSpec, experiment: str, ref: str
     with tempfile.TemporaryDirectory(prefix="kebab-resume-") as tmp:
         for child in children:  # newest first
             name = child.tags.get(ROW_TAG)
-            if child.status != "FINISHED" or name not in wanted or name in done:
+            if child.status != RunStatus.FINISHED or name not in wanted or name in done:
                 continue
             outcome = _reused_row(tracker, spec, wanted[name], child, Path(tmp))
             if outcome is not None:
@@ -415,16 +432,16 @@ def _resume_state(tracker: Any, spec: SweepSpec, experiment: str, ref: str
 
 def _check_resumable(parent: Any, spec: SweepSpec, ref: str) -> None:
     tags, parent_id = parent.tags, parent.run_id
-    if tags.get("kebab.kind") != SWEEP_KIND:
+    if tags.get(vocab.KIND) != SWEEP_KIND:
         raise SweepError(f"--resume {ref}: run {parent_id} is not a sweep parent "
-                         f"(kind {tags.get('kebab.kind')!r})")
-    if tags.get("kebab.sweep_sha256") != spec.sha256:
+                         f"(kind {tags.get(vocab.KIND)!r})")
+    if tags.get(vocab.SWEEP_SHA256) != spec.sha256:
         raise SweepError(f"--resume {ref}: the sweep file {spec.path} changed since run "
                          f"{parent_id} started (sha256 {spec.sha256[:12]} vs "
-                         f"{str(tags.get('kebab.sweep_sha256'))[:12]}); start a new sweep")
+                         f"{str(tags.get(vocab.SWEEP_SHA256))[:12]}); start a new sweep")
     # the rows it would reuse were scored on the golden set and corpus of back then
-    for what, key, now in (("golden set", "kebab.golden_sha256", spec.golden_sha256),
-                           ("corpus", "kebab.corpus_sha256", spec.corpus_sha256)):
+    for what, key, now in (("golden set", vocab.GOLDEN_SHA256, spec.golden_sha256),
+                           ("corpus", vocab.CORPUS_SHA256, spec.corpus_sha256)):
         then = tags.get(key)
         if then is not None and then != now:
             raise SweepError(f"--resume {ref}: the {what} changed since run {parent_id} "
@@ -440,7 +457,7 @@ def _reused_row(tracker: Any, spec: SweepSpec, row: SweepRow, child: Any,
 
     path = tracker.download_artifact(child.run_id, "per_query.jsonl", tmp / child.run_id)
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    if digest != child.tags.get("kebab.per_query_sha256"):
+    if digest != child.tags.get(vocab.PER_QUERY_SHA256):
         progress.warn(f"--resume: per_query.jsonl of row {row.name} (run {child.run_id}) does "
                       "not match its kebab.per_query_sha256 tag (tampered with or truncated); "
                       "the row runs again")
@@ -452,5 +469,7 @@ def _reused_row(tracker: Any, spec: SweepSpec, row: SweepRow, child: Any,
             v = rec.scores.get(m)
             columns[m].append(math.nan if v is None else float(v))
     overall = {k: v for k, v in child.metrics.items() if "/" not in k}
-    return RowOutcome(row.name, row.role, child.run_id, "FINISHED", None,
-                      _aligned(spec, ids, columns), overall, 0.0, reused=True)
+    return RowOutcome(name=row.name, role=row.role, run_id=child.run_id, status=RunStatus.FINISHED,
+                      error=None,
+                      scores=_aligned(spec, ids, columns), overall=overall, seconds=0.0,
+                      reused=True)

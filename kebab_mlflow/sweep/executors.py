@@ -37,14 +37,26 @@ EXECUTORS = ("local", "dask")
 CANCEL_GRACE_S = 30.0  # how long an interrupted sweep waits for running remote rows to stop
 
 
+EXECUTOR_RULE = "must be local, dask or dask:ADDRESS"
+
+
+def is_executor(value: object) -> bool:
+    """The one rule for where rows run, for ``--executor`` and a sweep file's ``executor:``:
+    ``local``, ``dask`` or ``dask:ADDRESS`` with an address that is not blank."""
+    if not isinstance(value, str):
+        return False
+    return value in EXECUTORS or (value.startswith("dask:")
+                                  and bool(value.removeprefix("dask:").strip()))
+
+
 def check_executor(spec: str) -> str:
-    """``local``, ``dask`` or ``dask:ADDRESS``; anything else is an InputError."""
+    """``spec`` when :func:`is_executor`; else an InputError naming ``--executor``."""
     from kebab_mlflow.errors import InputError
 
-    if spec in EXECUTORS or (spec.startswith("dask:") and spec.removeprefix("dask:").strip()):
+    if is_executor(spec):
         return spec
-    raise InputError(f"--executor must be local, dask or dask:ADDRESS "
-                     f"(e.g. dask:tcp://scheduler:8786), got {spec!r}")
+    raise InputError(f"--executor {EXECUTOR_RULE} (e.g. dask:tcp://scheduler:8786), "
+                     f"got {spec!r}")
 
 
 def make_executor(spec: str, jobs: int, rows: int) -> Any:
@@ -242,13 +254,20 @@ CHECK_EVERY_S = 0.5
 
 def run_cancellable(event_name: str, fn: Callable, *args: Any) -> Any:
     """On a Dask worker: run ``fn`` while a watcher thread checks the sweep's cancel event
-    twice a second; once it is set, KeyboardInterrupt is raised in this task's thread (CPython's
-    ``PyThreadState_SetAsyncExc``: at its next Python instruction, even inside a user's target),
-    so the row ends KILLED as it would in a local process."""
+    twice a second; once it is set, the interrupt is noted (:mod:`kebab_mlflow.interrupts`:
+    the row's next checkpoint raises it) and KeyboardInterrupt is raised in this task's thread
+    (CPython's ``PyThreadState_SetAsyncExc``: at its next Python instruction, even inside a
+    user's target), so the row ends KILLED as it would in a local process. Raised once: an
+    interrupt that lands in a gc callback (Dask's own ``distributed/gc.py``) is dropped by the
+    interpreter, quietly (the unraisable hook), and the noted flag stops the row at its next
+    checkpoint — raising again could cut short the clean-up that ends its run KILLED."""
     import distributed
 
+    from kebab_mlflow import interrupts
     from kebab_mlflow.errors import RunInterrupted
 
+    interrupts.clear_interrupt()  # a worker of a cluster we do not own runs later sweeps too
+    interrupts.install_unraisable_hook()
     event = distributed.Event(event_name)
     if event.is_set():  # queued when the sweep was interrupted: never starts
         raise RunInterrupted("the sweep was interrupted before this row started")
@@ -259,6 +278,7 @@ def run_cancellable(event_name: str, fn: Callable, *args: Any) -> Any:
         while not finished.wait(CHECK_EVERY_S):
             with contextlib.suppress(Exception):
                 if event.is_set() and not finished.is_set():
+                    interrupts.request_interrupt()
                     ctypes.pythonapi.PyThreadState_SetAsyncExc(
                         ctypes.c_ulong(task_thread), ctypes.py_object(KeyboardInterrupt))
                     return
@@ -269,3 +289,6 @@ def run_cancellable(event_name: str, fn: Callable, *args: Any) -> Any:
         return fn(*args)
     finally:
         finished.set()
+        watcher.join()
+        # an interrupt injected just as the row returned must not escape into Dask's worker
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(task_thread), None)

@@ -12,24 +12,33 @@ import shutil
 from collections.abc import Mapping
 from typing import Any
 
+from kebab_mlflow import vocabulary as vocab
 from kebab_mlflow.formatting import number
 from kebab_mlflow.interrupts import checkpoint
-from kebab_mlflow.stats.gauge import GaugeMetric, RowStat, combine_states, gauge_metric
+from kebab_mlflow.stats.gauge import (
+    GaugeMetric,
+    RowStat,
+    SignalState,
+    combine_states,
+    gauge_metric,
+)
 from kebab_mlflow.stats.ranking import RowRank, rank_rows
 from kebab_mlflow.sweep.spec import (
     FLOOR_KEYS,
     ROW_STAT_KEYS,
     RowOutcome,
+    RowRole,
     SweepResult,
     SweepSpec,
     describe_row,
 )
+from kebab_mlflow.vocabulary import RunStatus
 
 
 def compute_gauge(spec: SweepSpec, rows: Mapping[str, RowOutcome]) -> dict[str, GaugeMetric]:
     out = {}
     for metric in spec.gauge_metrics:
-        scores = {n: (r.scores.get(metric) if r.status == "FINISHED" else None)
+        scores = {n: (r.scores.get(metric) if r.status == RunStatus.FINISHED else None)
                   for n, r in rows.items()}
         out[metric] = gauge_metric(scores, spec.primary, spec.floors, spec.ceiling,
                                    spec.resamples, spec.seed)
@@ -52,7 +61,7 @@ def gauge_metrics_flat(gauge: Mapping[str, GaugeMetric]) -> dict[str, float]:
             for key in FLOOR_KEYS:
                 if getattr(fb, key) is not None:
                     flat[f"gauge/{metric}/{floor}/{key}"] = getattr(fb, key)
-        flat[f"gauge/{metric}/alive"] = float(block.signal_state == "alive")
+        flat[f"gauge/{metric}/alive"] = float(block.signal_state == SignalState.ALIVE)
     return flat
 
 
@@ -151,9 +160,10 @@ def leaderboard_ranks(spec: SweepSpec, result: SweepResult) -> dict[str, RowRank
     the tie group of the best contender (primary and variants; floors and the ceiling are
     ranked and tested too, never the best) — :mod:`kebab_mlflow.stats.ranking`."""
     first = spec.gauge_metrics[0]
-    scores = {n: (r.scores.get(first) if r.status == "FINISHED" else None)
+    scores = {n: (r.scores.get(first) if r.status == RunStatus.FINISHED else None)
               for n, r in result.rows.items()}
-    contenders = [n for n, r in result.rows.items() if r.role not in ("floor", "ceiling")]
+    references = (RowRole.FLOOR, RowRole.CEILING)
+    contenders = [n for n, r in result.rows.items() if r.role not in references]
     return rank_rows(scores, contenders=contenders, resamples=spec.resamples, seed=spec.seed)
 
 
@@ -187,7 +197,7 @@ def rank_interval(rank: RowRank) -> str:
 
 def role_label(role: str) -> str:
     """Floors and the ceiling are marked as such: reference rows, not candidates."""
-    return {"floor": "floor (reference)", "ceiling": "ceiling (reference)"}.get(role, role)
+    return f"{role} (reference)" if role in (RowRole.FLOOR, RowRole.CEILING) else str(role)
 
 
 def leaderboard(spec: SweepSpec, result: SweepResult) -> tuple[str, str]:
@@ -259,13 +269,13 @@ def publish_sweep(tracker: Any, spec: SweepSpec, result: SweepResult) -> None:
             plots.bar_with_ci(bars, workdir / f"gauge_{metric}.png",
                               f"{metric} per row ({block.signal_state})", f"{metric} (mean)")
         checkpoint("sweep-outputs-written")
-        tags = {"kebab.signal_state": result.signal_state,
-                "kebab.failed_rows": ",".join(result.failed_rows),
+        tags = {vocab.SIGNAL_STATE: result.signal_state,
+                vocab.FAILED_ROWS: ",".join(result.failed_rows),
                 "mlflow.note.content": report,
                 **{f"gauge/{m}/signal_state": b.signal_state
                    for m, b in result.gauge.items()}}
         metrics = {**gauge_metrics_flat(result.gauge),
-                   "sweep/rows_finished": float(sum(r.status == "FINISHED"
+                   "sweep/rows_finished": float(sum(r.status == RunStatus.FINISHED
                                                     for r in result.rows.values())),
                    "sweep/rows_failed": float(len(result.failed_rows)),
                    "sweep/wall_s": result.wall_s}

@@ -5,6 +5,7 @@ records of a sweep (rows, outcomes, results).
 from __future__ import annotations
 
 import dataclasses
+import enum
 import hashlib
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -15,8 +16,11 @@ from typing import Any
 import numpy as np
 
 from kebab_mlflow import names
+from kebab_mlflow import vocabulary as vocab
 from kebab_mlflow.errors import ConfigError, Problem, SweepError
 from kebab_mlflow.stats.gauge import GaugeMetric
+from kebab_mlflow.sweep.executors import EXECUTOR_RULE, is_executor
+from kebab_mlflow.vocabulary import RunStatus
 from kebab_mlflow.yaml_source import child, location, parse, sequence_items
 
 DEFAULT_FLOORS = ("random_retrieval", "single_chunk")
@@ -47,13 +51,22 @@ ROW_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,100}$")
 
 
 
-@dataclass(frozen=True)
+class RowRole(enum.StrEnum):
+    """A sweep row's part in the gauge (the ``kebab.sweep_role`` tag)."""
+
+    PRIMARY = "primary"
+    FLOOR = "floor"
+    CEILING = "ceiling"
+    VARIANT = "variant"
+
+
+@dataclass(frozen=True, kw_only=True)
 class SweepRow:
     name: str
     preset: str
     overrides: Mapping[str, Any]
     k: int
-    role: str  # primary | floor | ceiling | variant
+    role: RowRole
     location: str = ""
     target: str | None = None  # evaluate another system (python:, http://, cmd:) in this row
     concurrency: int = 1
@@ -65,7 +78,7 @@ class SweepRow:
     @property
     def grid_tags(self) -> dict[str, str]:
         """Tags of a grid child's run: the grid row it came from (filter the UI on it)."""
-        return {"kebab.sweep_grid": self.grid_row} if self.grid_row else {}
+        return {vocab.SWEEP_GRID: self.grid_row} if self.grid_row else {}
 
     @property
     def shown_preset(self) -> str:
@@ -73,7 +86,7 @@ class SweepRow:
         return "target" if self.target else self.preset
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SweepSpec:
     path: str
     sha256: str
@@ -150,7 +163,7 @@ def is_str_list(value: Any) -> bool:
     return isinstance(value, list) and all(is_str(x) for x in value)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _TopLevel:
     """The top-level settings of a sweep file, each already checked (defaults where bad)."""
 
@@ -208,8 +221,9 @@ def _build(data: dict, node: Any, source: str, base: Path, sha256: str) -> Sweep
                  r.problems, r.where("rows"))
     rows += _implicit_rows(r, top, [row.name for row in rows])
     primary = _check_roles(r, top, [row.name for row in rows])
-    roles = {primary: "primary", top.ceiling: "ceiling", **{f: "floor" for f in top.floors}}
-    rows = [dataclasses.replace(row, role=roles.get(row.name, "variant")) for row in rows]
+    roles = {primary: RowRole.PRIMARY, top.ceiling: RowRole.CEILING,
+             **{f: RowRole.FLOOR for f in top.floors}}
+    rows = [dataclasses.replace(row, role=roles.get(row.name, RowRole.VARIANT)) for row in rows]
     rows = _with_cutoffs(rows, data.get("cutoffs"), r.where("cutoffs"), r.problems)
     golden_set = corpus_digest = None
     if top.golden is not None:
@@ -219,11 +233,15 @@ def _build(data: dict, node: Any, source: str, base: Path, sha256: str) -> Sweep
                                    r.where("gauge_metrics"))
     if r.problems:
         raise SweepError(f"invalid sweep file {source}", r.problems)
-    return SweepSpec(source, sha256, top.name, top.description, top.experiment,
-                     str(top.golden), str(top.corpus), tuple(rows), primary, tuple(top.floors),
-                     top.ceiling, gauge_metrics, top.resamples, top.seed, golden_set.name,
-                     golden_set.digest, tuple(q.id for q in golden_set.queries),
-                     corpus_digest or "")
+    return SweepSpec(path=source, sha256=sha256, name=top.name, description=top.description,
+                     experiment=top.experiment,
+                     golden=str(top.golden), corpus=str(top.corpus), rows=tuple(rows),
+                     primary=primary, floors=tuple(top.floors),
+                     ceiling=top.ceiling, gauge_metrics=gauge_metrics, resamples=top.resamples,
+                     seed=top.seed, golden_name=golden_set.name,
+                     golden_sha256=golden_set.digest,
+                     query_ids=tuple(q.id for q in golden_set.queries),
+                     corpus_sha256=corpus_digest or "")
 
 
 def _implicit_rows(r: FileReader, top: _TopLevel, names: list[str]) -> list[SweepRow]:
@@ -242,7 +260,8 @@ def _implicit_rows(r: FileReader, top: _TopLevel, names: list[str]) -> list[Swee
             build_config(ref, dict(top.shared), source=f"{r.where(key)} implicit row {ref}")
         except ConfigError as exc:
             r.problems.extend(exc.problems or [Problem(exc.summary, r.where(key))])
-        rows.append(SweepRow(ref, ref, dict(top.shared), top.k, "variant", r.where(key)))
+        rows.append(SweepRow(name=ref, preset=ref, overrides=dict(top.shared), k=top.k,
+                             role=RowRole.VARIANT, location=r.where(key)))
         names.append(ref)
     return rows
 
@@ -303,10 +322,9 @@ def check_publishable(spec: SweepSpec, data: Mapping[str, Any], node: Any) -> Sw
         problems.append(Problem(f"the row names joined ({len(joined)} characters, param 'rows') "
                                 f"are over MLflow's {names.MAX_PARAM_VALUE}", where("rows")))
     executor = data.get("executor", "local")
-    if not (isinstance(executor, str) and (executor in ("local", "dask")
-                                           or executor.startswith("dask:"))):
-        problems.append(Problem(f"'executor' must be local, dask or dask:ADDRESS, got "
-                                f"{executor!r}", where("executor")))
+    if not is_executor(executor):
+        problems.append(Problem(f"'executor' {EXECUTOR_RULE}, got {executor!r}",
+                                where("executor")))
     if problems:
         raise SweepError(f"invalid sweep file {source}", problems)
     return dataclasses.replace(spec, executor=executor)
@@ -379,13 +397,16 @@ def _row(item: Any, node: Any, i: int, source: str, shared: Mapping[str, Any],
         return []
     cutoffs = item.get("cutoffs")
     if "grid" not in item:
-        return [SweepRow(name, preset, overrides, k, "variant", loc, target, concurrency,
-                         cutoffs, ask)]
+        return [SweepRow(name=name, preset=preset, overrides=overrides, k=k, role=RowRole.VARIANT,
+                         location=loc, target=target, concurrency=concurrency,
+                         cutoffs=cutoffs, ask=ask)]
     explicit = {**item.get("set", {}), **_inline(item)}
     children = expand_grid(item["grid"], child(node, "grid"), source, name, preset,
                            overrides, explicit, problems)
-    return [SweepRow(c.name, preset, {**overrides, **c.values}, k, "variant", c.location,
-                     target, concurrency, cutoffs, ask, grid_row=name, grid_values=c.values)
+    return [SweepRow(name=c.name, preset=preset, overrides={**overrides, **c.values}, k=k,
+                     role=RowRole.VARIANT, location=c.location,
+                     target=target, concurrency=concurrency, cutoffs=cutoffs, ask=ask,
+                     grid_row=name, grid_values=c.values)
             for c in children]
 
 
@@ -501,10 +522,10 @@ def check_metrics(names: list[str] | None, golden_set: Any, rows: Sequence[Sweep
     return tuple(names)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RowOutcome:
     name: str
-    role: str
+    role: RowRole
     run_id: str | None
     status: str  # FINISHED | FAILED
     error: str | None = None
@@ -514,7 +535,7 @@ class RowOutcome:
     reused: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SweepResult:
     parent_run_id: str
     experiment_id: str
@@ -527,7 +548,8 @@ class SweepResult:
 
     @property
     def failed_rows(self) -> dict[str, str]:
-        return {n: r.error or "failed" for n, r in self.rows.items() if r.status != "FINISHED"}
+        return {n: r.error or "failed" for n, r in self.rows.items()
+                if r.status != RunStatus.FINISHED}
 
     def as_json(self) -> dict[str, Any]:
         return {"parent_run_id": self.parent_run_id, "experiment_id": self.experiment_id,

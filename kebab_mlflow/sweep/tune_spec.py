@@ -41,6 +41,7 @@ from typing import Any
 from kebab_mlflow.errors import ConfigError, Problem, TuneError
 from kebab_mlflow.sweep.spec import (
     FileReader,
+    RowRole,
     SweepRow,
     check_golden,
     check_metrics,
@@ -55,7 +56,7 @@ TOP_LEVEL_KEYS = {"name", "description", "experiment", "train", "test", "corpus"
                   "space"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SpaceParam:
     """One searched config key: a float or int range (``log``: sampled on a log scale) or a
     list of choices."""
@@ -73,7 +74,7 @@ class SpaceParam:
         return f"{self.kind} [{self.low}, {self.high}]" + (" log" if self.log else "")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TuneSpec:
     path: str
     sha256: str
@@ -154,11 +155,15 @@ def _build(r: FileReader, base: Path, sha256: str) -> TuneSpec:
     if r.problems:
         raise TuneError(f"invalid tune file {r.source}", r.problems)
     return TuneSpec(
-        r.source, sha256, name, description, experiment, str(paths["train"]),
-        str(paths["test"]), str(paths["corpus"]), preset, k, dict(shared), objective, trials,
-        startup, seed, space, b_preset, b_set, tuple(gates) if gates else None,
-        sets["train"].digest, sets["test"].digest, len(sets["train"]), len(sets["test"]),
-        sets["corpus"] or "")
+        path=r.source, sha256=sha256, name=name, description=description, experiment=experiment,
+                    train=str(paths["train"]),
+        test=str(paths["test"]), corpus=str(paths["corpus"]), preset=preset, k=k,
+                    overrides=dict(shared), objective=objective, trials=trials,
+        startup_trials=startup, seed=seed, space=space, baseline_preset=b_preset,
+                    baseline_overrides=b_set, gates=tuple(gates) if gates else None,
+        train_sha256=sets["train"].digest, test_sha256=sets["test"].digest,
+                    n_train=len(sets["train"]), n_test=len(sets["test"]),
+        corpus_sha256=sets["corpus"] or "")
 
 
 def _check_config(r: FileReader, preset: str, overrides: Mapping[str, Any], key: str,
@@ -214,16 +219,16 @@ def _param(key: str, kind: type, value: Any, at: str, problems: list[Problem]
     if isinstance(value, dict) and set(value) == {"choice"}:
         value = value["choice"]
         if isinstance(value, list) and value and len(set(map(repr, value))) == len(value):
-            return SpaceParam(key, "choice", choices=tuple(value))
+            return SpaceParam(key=key, kind="choice", choices=tuple(value))
     elif isinstance(value, list) and not numeric:
         if value and len(set(map(repr, value))) == len(value):
-            return SpaceParam(key, "choice", choices=tuple(value))
+            return SpaceParam(key=key, kind="choice", choices=tuple(value))
     elif numeric and (isinstance(value, list) and len(value) == 2 or isinstance(value, dict)):
         low, high, log = _bounds(value)
         ok = (kind is float and all(isinstance(v, int | float) and not isinstance(v, bool)
                                     for v in (low, high))) or all(is_int(v) for v in (low, high))
         if ok and low < high and isinstance(log, bool) and (not log or low > 0):
-            return SpaceParam(key, kind.__name__, low, high, log)
+            return SpaceParam(key=key, kind=kind.__name__, low=low, high=high, log=log)
         problems.append(Problem(f"space: {key} needs low < high, both {kind.__name__}s"
                                 + (" and > 0 with log: true" if log is True else "")
                                 + f", got {value!r}", at))
@@ -302,8 +307,9 @@ def _objective(r: FileReader, sets: Mapping[str, Any], preset: str, k: int) -> s
     found: list[Problem] = []
     for side in ("train", "test"):
         if sets.get(side) is not None or side == "train":
-            check_metrics([objective], sets.get(side), [SweepRow("tune", preset, {}, k,
-                                                                 "primary")], found,
+            check_metrics([objective], sets.get(side),
+                          [SweepRow(name="tune", preset=preset, overrides={}, k=k,
+                                    role=RowRole.PRIMARY)], found,
                           r.where("objective"))
     unique = list(dict.fromkeys(found))
     r.problems += [Problem(p.message.replace("gauge_metrics: ", "objective: ")

@@ -31,17 +31,19 @@ from pathlib import Path
 from typing import Any
 
 from kebab_mlflow import progress
+from kebab_mlflow import vocabulary as vocab
 from kebab_mlflow.errors import RunInterrupted, TuneUnavailableError
 from kebab_mlflow.interrupts import signals_deferred, sigterm_as_interrupt
 from kebab_mlflow.sweep.tune_spec import SpaceParam, TuneSpec
+from kebab_mlflow.vocabulary import RunStatus, TuneRole
 
-TUNE_KIND = "tune"
-ROLE_TAG = "kebab.tune_role"
+TUNE_KIND = vocab.RunKind.TUNE
+ROLE_TAG = vocab.TUNE_ROLE
 INSTALL_HINT = ("`kebab-mlflow tune` needs optuna: run `make setup`, or "
                 "`pip install -e '.[tune]'` in the clone")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Trial:
     number: int
     params: Mapping[str, Any]
@@ -49,7 +51,7 @@ class Trial:
     run_id: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TuneResult:
     parent_run_id: str
     experiment_id: str
@@ -130,16 +132,20 @@ def run_tune(spec: TuneSpec, *, experiment: str | None = None,
                      f"{spec.objective} {best.value:.4f} on train; judging it on test")
             judged = _judge(spec, tracker, experiment, evaluate, best)
             hint = tracker.ui_command(experiment_id)
-            result = TuneResult(parent_id, experiment_id, spec.objective, tuple(trials), best,
-                                *judged, hint, time.perf_counter() - t0)
+            train_baseline, base_run_id, best_run_id, comparison = judged
+            result = TuneResult(parent_run_id=parent_id, experiment_id=experiment_id,
+                                objective=spec.objective, trials=tuple(trials), best=best,
+                                train_baseline=train_baseline, test_baseline_run_id=base_run_id,
+                                test_best_run_id=best_run_id, comparison=comparison,
+                                ui_command=hint, wall_s=time.perf_counter() - t0)
             _publish(tracker, spec, result)
     except (KeyboardInterrupt, RunInterrupted):
         with signals_deferred():  # a second Ctrl-C must not cut the clean-up short
-            tracker.end_run_quietly(parent_id, "KILLED")
+            tracker.end_run_quietly(parent_id, RunStatus.KILLED)
             _kill_running_children(tracker, experiment_id, parent_id)
         raise RunInterrupted(f"interrupted: tune {parent_id} ended as KILLED") from None
     except BaseException:
-        tracker.end_run_quietly(parent_id, "FAILED")
+        tracker.end_run_quietly(parent_id, RunStatus.FAILED)
         raise
     return result
 
@@ -150,7 +156,7 @@ def _evaluator(spec: TuneSpec, experiment: str, uri: str, parent_id: str
     from kebab_mlflow.tracking.log import RunOptions, execute
 
     def evaluate(golden: str, preset: str, overrides: Mapping[str, Any], name: str,
-                 role: str, tags: Mapping[str, str] | None = None) -> Any:
+                 role: TuneRole, tags: Mapping[str, str] | None = None) -> Any:
         options = RunOptions(golden=golden, corpus=spec.corpus, preset=preset, k=spec.k,
                              overrides=dict(overrides), experiment=experiment, tracking_uri=uri,
                              run_name=f"{spec.name}-{name}", seed=spec.seed,
@@ -169,10 +175,11 @@ def _search(optuna: Any, spec: TuneSpec, evaluate: Callable[..., Any],
     def objective(trial: Any) -> float:
         params = {p.key: suggest(trial, p) for p in spec.space}
         run = evaluate(spec.train, spec.preset, {**spec.overrides, **params},
-                       f"trial-{trial.number:03d}", "trial",
-                       {"kebab.tune_trial": str(trial.number)})
+                       f"trial-{trial.number:03d}", TuneRole.TRIAL,
+                       {vocab.TUNE_TRIAL: str(trial.number)})
         value = run.aggregate.overall[spec.objective]
-        trials.append(Trial(trial.number, params, float(value), run.run_id))
+        trials.append(Trial(number=trial.number, params=params, value=float(value),
+                            run_id=run.run_id))
         on_event(f"trial {trial.number}: {spec.objective} {value:.4f} "
                  f"({_params_text(params)})")
         return float(value)
@@ -228,11 +235,11 @@ def _judge(spec: TuneSpec, tracker: Any, experiment: str, evaluate: Callable[...
     from kebab_mlflow import comparison as cmp
 
     train_base = evaluate(spec.train, spec.baseline_preset, spec.baseline_overrides,
-                          "train-baseline", "train-baseline")
+                          "train-baseline", TuneRole.TRAIN_BASELINE)
     base = evaluate(spec.test, spec.baseline_preset, spec.baseline_overrides, "test-baseline",
-                    "test-baseline")
+                    TuneRole.TEST_BASELINE)
     best_run = evaluate(spec.test, spec.preset, {**spec.overrides, **best.params},
-                        "test-best", "test-best", {"kebab.tune_trial": str(best.number)})
+                        "test-best", TuneRole.TEST_BEST, {vocab.TUNE_TRIAL: str(best.number)})
     sides = cmp.load_pair(tracker, experiment, base.run_id, best_run.run_id)
     # the objective decides the verdict (compare's primary metric); gates share Holm with it
     options = cmp.CompareOptions(primary=spec.objective, seed=spec.seed,
@@ -256,9 +263,9 @@ def _params_text(params: Mapping[str, Any]) -> str:
 def _parent_tags(spec: TuneSpec) -> dict[str, str]:
     from kebab_mlflow.tracking.provenance import provenance_tags
 
-    return {**provenance_tags(TUNE_KIND), "kebab.tune_sha256": spec.sha256,
-            "kebab.train_sha256": spec.train_sha256, "kebab.test_sha256": spec.test_sha256,
-            "kebab.corpus_sha256": spec.corpus_sha256}
+    return {**provenance_tags(TUNE_KIND), vocab.TUNE_SHA256: spec.sha256,
+            vocab.TRAIN_SHA256: spec.train_sha256, vocab.TEST_SHA256: spec.test_sha256,
+            vocab.CORPUS_SHA256: spec.corpus_sha256}
 
 
 def _parent_params(spec: TuneSpec) -> dict[str, Any]:
@@ -298,12 +305,12 @@ def _publish(tracker: Any, spec: TuneSpec, result: TuneResult) -> None:
     tracker.log_batch(result.parent_run_id,
                       params={f"best.{k}": v for k, v in best.params.items()},
                       metrics=metrics, tags={
-                          "kebab.verdict": c.verdict, "kebab.tune_best_trial": str(best.number),
-                          "kebab.tune_best_run_id": best.run_id,
-                          "kebab.tune_test_best_run_id": result.test_best_run_id,
-                          "kebab.compared_to": result.test_baseline_run_id,
+                          vocab.VERDICT: c.verdict, vocab.TUNE_BEST_TRIAL: str(best.number),
+                          vocab.TUNE_BEST_RUN_ID: best.run_id,
+                          vocab.TUNE_TEST_BEST_RUN_ID: result.test_best_run_id,
+                          vocab.COMPARED_TO: result.test_baseline_run_id,
                           "mlflow.note.content": report(spec, result)})
-    tracker.end_run(result.parent_run_id, "FINISHED")
+    tracker.end_run(result.parent_run_id, RunStatus.FINISHED)
 
 
 def _write_trials_csv(path: Path, spec: TuneSpec, trials: tuple[Trial, ...]) -> None:
@@ -338,8 +345,8 @@ def report(spec: TuneSpec, result: TuneResult) -> str:
 def _kill_running_children(tracker: Any, experiment_id: str, parent_id: str) -> None:
     """A trial interrupted outside its query loop may be left RUNNING: end it KILLED."""
     try:
-        for run in tracker.find_runs([experiment_id], status="RUNNING",
+        for run in tracker.find_runs([experiment_id], status=RunStatus.RUNNING,
                                      tags={"mlflow.parentRunId": parent_id}):
-            tracker.end_run(run.run_id, "KILLED")
+            tracker.end_run(run.run_id, RunStatus.KILLED)
     except Exception:  # noqa: BLE001 - best effort on the way out
         pass

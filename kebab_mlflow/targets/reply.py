@@ -43,8 +43,9 @@ def parse_hits(items: Any) -> tuple[Hit, ...]:
             if bad:
                 problems += [f"hit {i}: {p}" for p in bad]
                 continue
-            hit = Hit(item["chunk_id"], item["doc_id"], float(item["score"]), rank,
-                      item.get("text") or "")
+            hit = Hit(chunk_id=item["chunk_id"], doc_id=item["doc_id"], score=float(item["score"]),
+                      rank=rank,
+                      text=item.get("text") or "")
         else:
             problems.append(f"hit {i} is a {type_name(item)}, not an object")
             continue
@@ -104,8 +105,8 @@ def parse_answer(obj: Any) -> Answer | None:
         problems.append(f"'confidence' is {confidence!r}, not a number in [0, 1] or null")
     if problems:
         raise ReplyError("bad answer: " + "; ".join(problems))
-    return Answer(text, tuple(citations), refusal,
-                  None if confidence is None else float(confidence))
+    return Answer(text=text, citations=tuple(citations), refusal_reason=refusal,
+                  confidence=None if confidence is None else float(confidence))
 
 
 def parse_reply(obj: Any, ask: bool) -> tuple[tuple[Hit, ...], Answer | None]:

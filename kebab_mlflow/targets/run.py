@@ -124,7 +124,7 @@ class RankedRun:
         start = int(self.bounds[row])
         end = min(int(self.bounds[row + 1]), start + k)
         docs = self.docs
-        return tuple(Hit(docs[code], docs[code], score, rank)
+        return tuple(Hit(chunk_id=docs[code], doc_id=docs[code], score=score, rank=rank)
                      for rank, (code, score) in enumerate(
                          zip(self.doc_codes[start:end].tolist(),
                              self.scores[start:end].tolist(), strict=True), 1))

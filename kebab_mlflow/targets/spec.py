@@ -39,7 +39,7 @@ _QUERY_PAIR = re.compile(r"([?&;])([^=&;?#\s'\"]+)=([^&;#\s'\"]*)")
 
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TargetOptions:
     timeout_s: float = DEFAULT_TIMEOUT_S
     retries: int = DEFAULT_RETRIES  # extra attempts after the first, HTTP only

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kebab_mlflow import names
+from kebab_mlflow import vocabulary as vocab
 from kebab_mlflow.evaluation.report import headline, ordered
 from kebab_mlflow.golden import GoldenSet
 from kebab_mlflow.metrics.aggregate import BREAKDOWNS, SCALAR_BLOCKS, Aggregate
@@ -130,4 +131,4 @@ def pipeline_model(result: Any) -> dict[str, Any] | None:
         return None
     digest = versions_digest(versions)
     return {"name": f"{result.source.backend}-{digest[:8]}", "digest": digest,
-            "params": versions, "tags": {"kebab.backend": result.source.backend}}
+            "params": versions, "tags": {vocab.BACKEND_TAG: result.source.backend}}

@@ -14,12 +14,13 @@ import json
 import math
 import shutil
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kebab_mlflow import names
+from kebab_mlflow import vocabulary as vocab
 from kebab_mlflow.config import build_config
 from kebab_mlflow.errors import (
     ConfigError,
@@ -61,6 +62,7 @@ from kebab_mlflow.tracking.traces import (
     read_traces,
     write_traces,
 )
+from kebab_mlflow.vocabulary import RunStatus
 
 MANIFEST = "manifest.json"
 
@@ -68,7 +70,7 @@ MANIFEST = "manifest.json"
 DEFAULT_CORPUS = "fixtures/kb"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunOptions:
     golden: str = "fixtures/golden_queries.yaml"
     corpus: str | None = None  # None: the golden set's ``corpus:``, else DEFAULT_CORPUS
@@ -90,7 +92,7 @@ class RunOptions:
     traces: str = "none"  # none | failures | all
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunResult:
     run_id: str
     experiment_id: str
@@ -104,7 +106,7 @@ class RunResult:
     query_ids: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Prepared:
     """Everything validated and built, before any MLflow run exists."""
 
@@ -128,7 +130,7 @@ def prepare(options: RunOptions, on_status: Callable[[str], None] = lambda s: No
     check_traces(options.traces, golden)
     config = build_config(options.preset, dict(options.overrides))
     cutoffs = tuple(run_cutoffs(options.k, options.cutoffs))
-    _check_primary_metric(golden)  # after the cut-offs: they register their metrics
+    _check_primary_metric(golden, cutoffs)
     if options.target:
         pipeline, source = as_pipeline(options.target, options.concurrency, golden)
     else:
@@ -138,9 +140,11 @@ def prepare(options: RunOptions, on_status: Callable[[str], None] = lambda s: No
         on_status("loading or building the index")
         pipeline = build_pipeline(config, corpus, oracle_truth(golden.queries))
         check_expected_ids(golden, pipeline.chunk_ids, pipeline.doc_ids)
-        source = PipelineSource(options.preset, config["backend"], corpus,
-                                pipeline.config)  # tokenizer and gate resolved for the corpus
-    return Prepared(golden, pipeline, source, cutoffs, time.perf_counter() - t0, options.ask)
+        # the config with its tokenizer and gate resolved for the corpus
+        source = PipelineSource(preset=options.preset, backend=config["backend"], corpus=corpus,
+                                config=pipeline.config)
+    return Prepared(golden=golden, pipeline=pipeline, source=source, cutoffs=cutoffs,
+                    index_s=time.perf_counter() - t0, ask=options.ask)
 
 
 def corpus_to_use(explicit: str | None, golden: GoldenSet) -> str:
@@ -148,25 +152,26 @@ def corpus_to_use(explicit: str | None, golden: GoldenSet) -> str:
     return explicit or golden.corpus or DEFAULT_CORPUS
 
 
-def _check_primary_metric(golden: GoldenSet) -> None:
-    """The golden set's primary_metric must name a metric (compare decides on it)."""
-    from kebab_mlflow.metrics.registry import METRICS
+def _check_primary_metric(golden: GoldenSet, cutoffs: Sequence[int]) -> None:
+    """The golden set's primary_metric must name a metric this run reports (compare decides
+    on it): a standard one or one at the run's cut-offs."""
+    from kebab_mlflow.metrics.registry import run_metric_names
 
-    name = golden.primary_metric
-    if name is not None and name not in METRICS:
+    name, valid = golden.primary_metric, run_metric_names(cutoffs)
+    if name is not None and name not in valid:
         from kebab_mlflow.errors import GoldenSetError, Problem
 
         raise GoldenSetError(f"invalid golden set {golden.path}", [Problem(
-            f"unknown primary_metric {name!r}; valid metrics: {', '.join(sorted(METRICS))}",
+            f"unknown primary_metric {name!r}; valid metrics: {', '.join(sorted(valid))}",
             golden.path)])
 
 
 def run_tags(golden: GoldenSet, source: PipelineSource,
              extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    primary = {"kebab.primary_metric": golden.primary_metric} if golden.primary_metric else {}
-    return {**provenance_tags("eval"), "kebab.golden_sha256": golden.digest,
-            "kebab.config_sha256": source.config_digest(), "kebab.preset": source.preset,
-            "kebab.private": str(golden.private).lower(), **primary, **dict(extra or {})}
+    primary = {vocab.PRIMARY_METRIC: golden.primary_metric} if golden.primary_metric else {}
+    return {**provenance_tags(vocab.RunKind.EVAL), vocab.GOLDEN_SHA256: golden.digest,
+            vocab.CONFIG_SHA256: source.config_digest(), vocab.PRESET_TAG: source.preset,
+            vocab.PRIVATE: str(golden.private).lower(), **primary, **dict(extra or {})}
 
 
 def execute(options: RunOptions, *,
@@ -208,9 +213,12 @@ def execute(options: RunOptions, *,
         timings = finish_run(tracker, run_id, experiment_id, result, workdir, title, publishing)
     timings.update(mlflow_import_s=t_import - t_open, mlflow_store_open_s=open_s)
     timings["mlflow_logging_s"] += mlflow_s
-    return RunResult(run_id, experiment_id, "FINISHED", result.metrics, result.aggregate,
-                     tracker.ui_command(experiment_id), {**result.timings, **timings},
-                     result.versions.as_dict(), dict(result.scores), result.query_ids)
+    return RunResult(run_id=run_id, experiment_id=experiment_id, status=RunStatus.FINISHED,
+                     metrics=result.metrics, aggregate=result.aggregate,
+                     ui_command=tracker.ui_command(experiment_id),
+                     timings={**result.timings, **timings},
+                     versions=result.versions.as_dict(), scores=dict(result.scores),
+                     query_ids=result.query_ids)
 
 
 @contextlib.contextmanager
@@ -244,10 +252,10 @@ def _end_after(tracker: Any, run_id: str, workdir: Path,
     if not isinstance(exc, KeyboardInterrupt):
         if workdir.exists():  # not kept for recovery (that error already says where)
             if not isinstance(exc, RunInterrupted):
-                tracker.end_run_quietly(run_id, "FAILED")
+                tracker.end_run_quietly(run_id, RunStatus.FAILED)
             shutil.rmtree(workdir, ignore_errors=True)
         return None
-    if not tracker.end_run_quietly(run_id, "KILLED"):
+    if not tracker.end_run_quietly(run_id, RunStatus.KILLED):
         shutil.rmtree(workdir, ignore_errors=True)
         return RunInterrupted(f"interrupted after run {run_id} had FINISHED")
     if (workdir / MANIFEST).exists():
@@ -259,9 +267,10 @@ def _end_after(tracker: Any, run_id: str, workdir: Path,
 
 def _params_before_results(prepared: Prepared, options: RunOptions) -> dict[str, Any]:
     """The params an EvalResult will have, known before any query ran."""
-    probe = EvalResult(prepared.golden, prepared.source,
-                       getattr(prepared.pipeline, "versions", None) or VersionSnapshot(),
-                       options.k, prepared.cutoffs, options.seed, {}, {}, Path(), "",
+    probe = EvalResult(golden=prepared.golden, source=prepared.source,
+                       versions=getattr(prepared.pipeline, "versions", None) or VersionSnapshot(),
+                       k=options.k, cutoffs=prepared.cutoffs, seed=options.seed, aggregate={},
+                       scores={}, per_query_path=Path(), per_query_sha256="",
                        ask=prepared.ask)
     return probe.params()
 
@@ -323,8 +332,8 @@ def finish_run(tracker: Any, run_id: str, experiment_id: str, result: EvalResult
         "tracking_uri": describe_uri(tracker.uri),
         "metrics": logged_metrics(result.aggregate, publishing.log_breakdowns),
         # kebab.traces: how many traces the run has (a PR comment links them only then)
-        "tags": {"kebab.per_query_sha256": result.per_query_sha256,
-                 **({TRACES_TAG: str(traced)} if traced else {})},
+        "tags": {vocab.PER_QUERY_SHA256: result.per_query_sha256,
+                 **({vocab.TRACES: str(traced)} if traced else {})},
         "description": f"**{title}**\n\n{_summary_markdown(result.aggregate)}",
         "dataset": golden_dataset(result.golden),
         "model": pipeline_model(result),
@@ -337,9 +346,6 @@ def finish_run(tracker: Any, run_id: str, experiment_id: str, result: EvalResult
     checkpoint("published")
     shutil.rmtree(workdir, ignore_errors=True)
     return {"outputs_s": outputs_s, "mlflow_logging_s": time.perf_counter() - t_log}
-
-
-TRACES_TAG = "kebab.traces"
 
 
 def _summary_markdown(aggregate: Aggregate) -> str:
@@ -401,7 +407,7 @@ def publish(tracker: Any, workdir: Path) -> None:
                            model_id)
     tracker.set_runs_view(manifest["experiment_id"], [names.metric_key(n)
                                                       for n in headline_values(aggregate)])
-    tracker.end_run(run_id, "FINISHED")
+    tracker.end_run(run_id, RunStatus.FINISHED)
 
 
 def _model_of(tracker: Any, manifest: Mapping[str, Any]) -> str | None:

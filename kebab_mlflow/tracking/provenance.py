@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+from kebab_mlflow import vocabulary as vocab
+
 
 def git_state(cwd: Path | None = None) -> tuple[str, bool | None]:
     """(12-char commit or 'unknown', dirty tree or None when not a git checkout)."""
@@ -29,5 +31,5 @@ def provenance_tags(kind: str) -> dict[str, str]:
     from kebab_mlflow import __version__
 
     commit, dirty = git_state()
-    return {"kebab.kind": kind, "kebab.git_commit": commit,
-            "kebab.git_dirty": str(dirty).lower(), "kebab.tool_version": __version__}
+    return {vocab.KIND: kind, vocab.GIT_COMMIT: commit,
+            vocab.GIT_DIRTY: str(dirty).lower(), vocab.TOOL_VERSION: __version__}

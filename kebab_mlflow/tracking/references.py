@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import re
 
+from kebab_mlflow import vocabulary as vocab
 from kebab_mlflow.errors import RunNotFoundError
 from kebab_mlflow.records import RunRecord
 from kebab_mlflow.tracking.store import BASELINE_TAG, Tracker
+from kebab_mlflow.vocabulary import RunStatus
 
 _RUN_ID = re.compile(r"[0-9a-f]{32}")
 _RUN_ID_PREFIX = re.compile(r"[0-9a-f]{8,31}")
@@ -34,8 +36,8 @@ def resolve_run(tracker: Tracker, experiment: str, ref: str) -> RunRecord:
                                    "`kebab-mlflow baseline set RUN`")
         return tracker.get_run(run_id)
     if ref == "@latest":
-        runs = tracker.find_runs([exp], status="FINISHED", tags={"kebab.kind": "eval"},
-                                 max_results=1)
+        runs = tracker.find_runs([exp], status=RunStatus.FINISHED,
+                                 tags={vocab.KIND: vocab.RunKind.EVAL}, max_results=1)
         if not runs:
             raise RunNotFoundError(f"experiment {experiment!r} has no finished eval run")
         return runs[0]
@@ -57,7 +59,7 @@ def resolve_run(tracker: Tracker, experiment: str, ref: str) -> RunRecord:
 
 def set_baseline(tracker: Tracker, experiment: str, ref: str) -> RunRecord:
     run = resolve_run(tracker, experiment, ref)
-    if run.status != "FINISHED":
+    if run.status != RunStatus.FINISHED:
         raise RunNotFoundError(f"run {run.run_id} is {run.status}; only a FINISHED "
                                "run can be the baseline")
     exp = tracker.experiment_id(experiment, create=False)

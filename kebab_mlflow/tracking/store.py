@@ -25,11 +25,13 @@ from mlflow.entities import DatasetInput, InputTag, Metric, Param, RunTag
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
+from kebab_mlflow import vocabulary as vocab
 from kebab_mlflow.errors import RunNotFoundError, TrackingError
-from kebab_mlflow.interrupts import checkpoint
+from kebab_mlflow.interrupts import checkpoint, raise_if_interrupted
 from kebab_mlflow.progress import warn
 from kebab_mlflow.records import RunRecord
 from kebab_mlflow.tracking import ui_view
+from kebab_mlflow.vocabulary import RunStatus
 
 # A new store's "Creating initial MLflow database tables..." / "Updating database tables" and
 # alembic's migration lines are MLflow's INFO, noise on a kebab terminal; warnings still show.
@@ -37,13 +39,13 @@ for _chatty in ("mlflow.store.db.utils", "alembic"):
     logging.getLogger(_chatty).setLevel(logging.WARNING)
 
 DEFAULT_EXPERIMENT = "kebab-eval"
-BASELINE_TAG = "kebab.baseline_run_id"
+BASELINE_TAG = vocab.BASELINE_RUN_ID
 # MLflow 3's record of what an experiment is for (values from the 3.17 UI's ExperimentKind);
 # the 3.17 UI itself picks GenAI or model-training pages from the URL (tracking/ui_view.py).
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
 LOCAL_UI = "http://127.0.0.1:5000"  # where `kebab-mlflow ui` serves by default
-MODEL_DIGEST_TAG = "kebab.versions_sha256"
+MODEL_DIGEST_TAG = vocab.VERSIONS_SHA256
 # MLflow's default HTTP retry policy waits minutes on a dead server; fail fast instead.
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
@@ -249,7 +251,7 @@ class Tracker:
             run = self.client.get_run(run_id)
         except MlflowException:
             return None
-        if run.info.status != "RUNNING":
+        if run.info.status != RunStatus.RUNNING:
             return None
         if run.info.experiment_id != experiment_id:
             from kebab_mlflow import progress
@@ -400,14 +402,16 @@ class Tracker:
             count += len(trace_ids)
         return count
 
-    def end_run(self, run_id: str, status: str = "FINISHED") -> None:
+    def end_run(self, run_id: str, status: str = RunStatus.FINISHED) -> None:
+        if status == RunStatus.FINISHED:  # a signal a callback swallowed still ends it KILLED
+            raise_if_interrupted()
         self.client.set_terminated(run_id, status)
 
     def end_run_quietly(self, run_id: str, status: str) -> bool:
         """End a run on the way out of a failure; the store may be the thing that failed.
         False when the run had already FINISHED (a signal just after it did): that stays."""
         try:
-            if self.client.get_run(run_id).info.status == "FINISHED":
+            if self.client.get_run(run_id).info.status == RunStatus.FINISHED:
                 return False
             self.end_run(run_id, status)
         except Exception:  # noqa: BLE001
@@ -597,8 +601,8 @@ def _trace_info(experiment_id: str, run_id: str, model_id: str | None, trace_id:
         request_preview=p.query[:1000],
         response_preview=_response_preview(p)[:1000],
         trace_metadata=metadata,
-        tags={"mlflow.traceName": p.query_id, "kebab.query_id": p.query_id,
-              "kebab.failure": ",".join(p.failure) or "none"},
+        tags={"mlflow.traceName": p.query_id, vocab.TRACE_QUERY_ID: p.query_id,
+              vocab.TRACE_FAILURE: ",".join(p.failure) or "none"},
         assessments=[Feedback(name=name, value=value, source=source, trace_id=trace_id)
                      for name, value in p.scores.items()])
 
@@ -643,8 +647,10 @@ def _quoted(value: str) -> str:
 
 def _record(run: Any) -> RunRecord:
     info, data = run.info, run.data
-    return RunRecord(info.run_id, info.run_name or "", info.experiment_id, info.status,
-                     info.start_time, dict(data.params), dict(data.metrics), dict(data.tags))
+    return RunRecord(run_id=info.run_id, run_name=info.run_name or "",
+                     experiment_id=info.experiment_id, status=info.status,
+                     start_time=info.start_time, params=dict(data.params),
+                     metrics=dict(data.metrics), tags=dict(data.tags))
 
 
 def forget_inherited_connections() -> None:

@@ -57,7 +57,7 @@ def failure_reasons(row: PerQueryRow) -> list[str]:
     return reasons
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TracePayload:
     """One query as a trace: its spans' inputs/outputs and its assessments."""
 
@@ -74,8 +74,9 @@ class TracePayload:
 def payload(row: PerQueryRow, texts: Mapping[str, str] | None) -> TracePayload:
     hits = tuple({**h, "text": (texts or {}).get(h["chunk_id"], "")} for h in row.hits)
     scores = {n: row.scores[n] for n in ASSESSED if row.scores.get(n) is not None}
-    return TracePayload(row.id, row.query or "", hits, row.answer, scores, row.error,
-                        row.latency_ms, tuple(failure_reasons(row)))
+    return TracePayload(query_id=row.id, query=row.query or "", hits=hits, answer=row.answer,
+                        scores=scores, error=row.error,
+                        latency_ms=row.latency_ms, failure=tuple(failure_reasons(row)))
 
 
 def write_traces(path: Path, result: Any, publishing: Any) -> int:
