@@ -92,3 +92,19 @@ def test_calibration_headline_of_an_aggregate(calibrated, raw, expected):
     aggregate = Aggregate(overall={"mrr": 0.5}, abstention_calibration=calibrated,
                           abstention_calibration_raw=raw)
     assert aggregate.calibration_headline() == expected
+
+
+@pytest.mark.parametrize(("backend", "index_version", "expected"), [
+    ("lexical", "bm25-k1=0.9-b=0.4", "lexical-bm25-k1=0_9-b=0_4-c0b14c39"),
+    ("random", "sha256-random-v1", "random-sha256-random-v1-c0b14c39"),
+    ("python", "unknown", "python-c0b14c39"),
+])
+def test_a_logged_model_is_named_for_its_backend_and_key_settings(backend, index_version,
+                                                                   expected):
+    from mlflow.utils.validation import _validate_logged_model_name
+
+    from kebab_mlflow.tracking.layout import model_name
+
+    name = model_name(backend, {"index_version": index_version}, "c0b14c39" + "0" * 56)
+    assert name == expected
+    _validate_logged_model_name(name)  # MLflow accepts it (it refuses "." "/" ":" "%")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -122,6 +123,20 @@ def versions_digest(versions: Mapping[str, str]) -> str:
     return hashlib.sha256(json.dumps(dict(sorted(versions.items()))).encode()).hexdigest()
 
 
+_MODEL_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_=+-]+")  # MLflow refuses . / : % and quotes
+MODEL_NAME_SETTINGS = 60  # characters of the key settings kept in a model's name
+
+
+def model_name(backend: str, versions: Mapping[str, str], digest: str) -> str:
+    """What the Models table shows: the backend, its key settings (the index version, e.g.
+    ``bm25-k1=0_9-b=0_4``; a character MLflow refuses in a model name becomes ``_``), then a
+    short digest of the whole version snapshot (``lexical-bm25-k1=0_9-b=0_4-c0b14c39``)."""
+    settings = _MODEL_NAME_UNSAFE.sub("_", versions.get("index_version", UNKNOWN))
+    settings = settings.strip("_-")[:MODEL_NAME_SETTINGS]
+    parts = [backend] + ([settings] if settings and settings != UNKNOWN else []) + [digest[:8]]
+    return "-".join(parts)
+
+
 def pipeline_model(result: Any) -> dict[str, Any] | None:
     """The LoggedModel a run's metrics belong to: one per distinct version snapshot, found
     again by the snapshot's digest. A target that reports no version at all gets none: "all
@@ -130,5 +145,5 @@ def pipeline_model(result: Any) -> dict[str, Any] | None:
     if all(v == UNKNOWN for v in versions.values()):
         return None
     digest = versions_digest(versions)
-    return {"name": f"{result.source.backend}-{digest[:8]}", "digest": digest,
+    return {"name": model_name(result.source.backend, versions, digest), "digest": digest,
             "params": versions, "tags": {vocab.BACKEND_TAG: result.source.backend}}
