@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	# CPU torch first and pinned: an unpinned torch would pull a multi-GB CUDA build. Here pip's
 	# find-links hold the CPU wheel; elsewhere: make setup TORCH_INDEX=https://download.pytorch.org/whl/cpu
 	$(BIN)/pip install -q torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
-	$(BIN)/pip install -q -e '.[dense,server,test,bench,dask,tune,korean]'
+	$(BIN)/pip install -q -e '.[dense,server,test,bench,dask,tune,korean,docs]'
 	@touch $(STAMP)
 
 setup: $(STAMP) ## create or update the virtual environment (.venv)
@@ -43,7 +43,10 @@ ui-check: $(STAMP) ## check the MLflow UI in headless Chromium (installs chromiu
 		$$SUDO apt-get update -q && $$SUDO apt-get install -y -q chromium; }
 	$(BIN)/python scripts/ui_check.py $(if $(SCREENSHOTS),--screenshots $(SCREENSHOTS))
 
+docs: $(STAMP) ## build the documentation site (mkdocs, material theme) into site/
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
 clean: ## remove caches (keeps .venv and mlruns/)
 	rm -rf .kebab-cache .pytest_cache .ruff_cache
 
-.PHONY: help setup run test lint bench ui ui-check clean
+.PHONY: help setup run test lint bench ui ui-check docs clean

@@ -31,10 +31,10 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import emit  # noqa: E402 - bench/ is the script's folder
+from common import SCIFACT, emit  # noqa: E402 - bench/ is the script's folder
 
 ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT.parent / "shared" / "datasets" / "scifact"
+DATA = SCIFACT
 CORPUS = DATA / "corpus.jsonl.gz"
 DEPTH = 100
 SEARCH_REPEATS = 3

@@ -29,13 +29,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from common import emit  # noqa: E402 - bench/ is the script's folder
+from common import SCIFACT, emit  # noqa: E402 - bench/ is the script's folder
 
 from kebab_mlflow.evaluation.runner import run_queries  # noqa: E402
 from kebab_mlflow.golden import GoldenQuery, GoldenSet  # noqa: E402
 from kebab_mlflow.targets import load_target  # noqa: E402
 
-SCIFACT = ROOT.parent / "shared" / "datasets" / "scifact"
 CONCURRENCY = (1, 4, 16, 64)
 DEPTH = 10
 

@@ -39,11 +39,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
-from common import SHARED, emit  # noqa: E402 - bench/ is the script's folder
+from common import KORQUAD_DEV, emit  # noqa: E402 - bench/ is the script's folder
 
 from kebab_mlflow.pipeline.answerer import GATES, REFUSE_BELOW  # noqa: E402
 
-KORQUAD = SHARED / "datasets" / "korquad_v1_dev" / "KorQuAD_v1.0_dev.json"
+KORQUAD = KORQUAD_DEV
 TOKENIZERS = ("english", "cjk-bigram", "korean", "multilingual")
 K1, B, DEPTH = 0.9, 0.4, 10
 V4_GATES = {"english": 0.5, "cjk-bigram": 0.45, "korean": 0.55, "multilingual": 0.55}

@@ -5,7 +5,7 @@ Input: for each query a ranked list of 100 distinct doc ids and 1–5 relevant d
 the same data. 21 per-query metrics: hit/precision/recall/nDCG at 1, 3, 5, 10, 100 and MRR@10.
 
 Part 1 — kebab alone at N and N/5 queries (the growth): the table from integer codes
-(:meth:`RelevanceTable.from_codes`) and the 21 metric functions, best of 3, wall and CPU
+(:meth:`RelevanceTable.from_codes`) and the 21 metric functions, median of 3, wall and CPU
 (user + system) seconds; the N/(N/5) time ratio (linear: 5).
 
 Part 2 — side by side on the first P queries of the same data (P = --peer-queries, default
@@ -38,7 +38,7 @@ import numpy as np
 from common import emit  # noqa: E402 - bench/ is the script's folder
 
 ROOT = Path(__file__).resolve().parent.parent
-SEED, DEPTH, N_DOCS, CUTOFFS = 20240601, 100, 1_000_000, (1, 3, 5, 10, 100)
+SEED, DEPTH, N_DOCS, CUTOFFS, REPEATS = 20240601, 100, 1_000_000, (1, 3, 5, 10, 100), 3
 
 
 def synthetic(n_queries: int, rng: np.random.Generator):
@@ -64,16 +64,17 @@ def synthetic(n_queries: int, rng: np.random.Generator):
     return ranked, rel_query, rel_item, rel_grade
 
 
-def timed(fn, repeats=3):
-    """(best wall seconds, CPU seconds of that repeat, result)."""
-    best, cpu, result = float("inf"), 0.0, None
+def timed(fn, repeats=REPEATS):
+    """(median wall seconds, CPU seconds of the median repeat, result) after one untimed
+    warm-up call: every side — kebab and both peers — is timed this one way."""
+    fn()
+    runs = []
     for _ in range(repeats):
         start, start_cpu = time.perf_counter(), time.process_time()
         result = fn()
-        wall = time.perf_counter() - start
-        if wall < best:
-            best, cpu = wall, time.process_time() - start_cpu
-    return best, cpu, result
+        runs.append((time.perf_counter() - start, time.process_time() - start_cpu))
+    wall, cpu = sorted(runs)[len(runs) // 2]
+    return wall, cpu, result
 
 
 def all_metrics(table):
@@ -122,8 +123,7 @@ def peers(p: int, data) -> tuple[list[str], bool]:
     run = {qid: {d: float(DEPTH - r) for r, d in enumerate(row)}
            for qid, row in zip(qids, ranked_ids, strict=True)}
 
-    t_lists, _, table = timed(lambda: RelevanceTable.from_rankings(ranked_ids, relevance, DEPTH),
-                              1)
+    t_lists, _, table = timed(lambda: RelevanceTable.from_rankings(ranked_ids, relevance, DEPTH))
     t_codes, _, table_codes = timed(
         lambda: RelevanceTable.from_codes(ranked, rel_query, rel_item, rel_grade))
     same_table = all(np.array_equal(getattr(table, f), getattr(table_codes, f))
@@ -135,18 +135,17 @@ def peers(p: int, data) -> tuple[list[str], bool]:
     measures = {f"success.{cuts}", f"P.{cuts}", f"recall.{cuts}", f"ndcg_cut.{cuts}",
                 "recip_rank"}
     evaluator = pytrec_eval.RelevanceEvaluator(qrels, measures)
-    t_pytrec, _, theirs = timed(lambda: evaluator.evaluate(run), 1)
+    t_pytrec, _, theirs = timed(lambda: evaluator.evaluate(run))
 
     ranx_names = {"hit": "hit_rate", "precision": "precision", "recall": "recall",
                   "ndcg": "ndcg"}
     ranx_metrics = [f"{m}@{k}" for k in CUTOFFS for m in ranx_names.values()] + ["mrr@10"]
     rq, rr = Qrels.from_dict(qrels), Run.from_dict(run)
-    evaluate(rq, rr, ranx_metrics, return_mean=False, threads=1)  # JIT warm-up
     t_ranx1, _, ranx1 = timed(lambda: evaluate(rq, rr, ranx_metrics, return_mean=False,
-                                               threads=1, save_results_in_run=False), 1)
+                                               threads=1, save_results_in_run=False))
     threads = os.cpu_count() or 1
     t_ranxn, _, _ = timed(lambda: evaluate(rq, rr, ranx_metrics, return_mean=False,
-                                           threads=threads, save_results_in_run=False), 1)
+                                           threads=threads, save_results_in_run=False))
 
     trec_names = {"hit": "success", "precision": "P", "recall": "recall", "ndcg": "ndcg_cut"}
     worst_trec = worst_ranx = 0.0
@@ -165,14 +164,17 @@ def peers(p: int, data) -> tuple[list[str], bool]:
     both = t_codes + t_metrics
     lines = [
         f"Part 2 — side by side on the first {p:,} queries (21 metrics; peers' input dicts "
-        "not counted)",
+        f"not counted; every side the median of {REPEATS} after one warm-up call)",
         f"{'step':50}{'wall s':>9}{'vs kebab codes':>16}",
         f"{'kebab: table from Python string-id lists':50}{t_lists:>9.3f}",
         f"{'kebab: table from integer codes':50}{t_codes:>9.3f}",
         f"{'kebab: the 21 metric functions':50}{t_metrics:>9.3f}",
         f"{'kebab: codes table + metrics':50}{both:>9.3f}{1:>15.1f}x",
-        f"{'kebab: lists table + metrics':50}{t_lists + t_metrics:>9.3f}"
+        f"{'kebab: lists table + metrics (as users have ids)':50}{t_lists + t_metrics:>9.3f}"
         f"{(t_lists + t_metrics) / both:>15.1f}x",
+        f"peers / kebab from string ids: pytrec_eval {t_pytrec / (t_lists + t_metrics):.1f}x, "
+        f"ranx 1 thread {t_ranx1 / (t_lists + t_metrics):.1f}x; from codes: pytrec_eval "
+        f"{t_pytrec / both:.1f}x, ranx 1 thread {t_ranx1 / both:.1f}x",
         f"{'pytrec_eval: evaluate(run)':50}{t_pytrec:>9.3f}{t_pytrec / both:>15.1f}x",
         f"{'ranx (numba, warm), 1 thread':50}{t_ranx1:>9.3f}{t_ranx1 / both:>15.1f}x",
         f"{f'ranx (numba, warm), {threads} threads':50}{t_ranxn:>9.3f}{t_ranxn / both:>15.1f}x",
@@ -207,7 +209,7 @@ def main() -> int:
         f"on {os.cpu_count()} CPUs; NUMPY_MADVISE_HUGEPAGE="
         f"{os.environ.get('NUMPY_MADVISE_HUGEPAGE', 'unset (numpy default: 1)')}",
         "",
-        "Part 1 — kebab alone, best of 3 (wall s / CPU s)",
+        "Part 1 — kebab alone, median of 3 after a warm-up (wall s / CPU s)",
         f"{'queries':>10}{'table':>16}{'21 metrics':>16}{'table + metrics':>18}",
     ]
     for size, r in ((small, fifth), (n, big)):

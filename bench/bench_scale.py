@@ -41,8 +41,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from common import SCIFACT as SCIFACT_DIR  # noqa: E402 - bench/ is the script's folder
+
 ROOT = Path(__file__).resolve().parent.parent
-SCIFACT = ROOT.parent / "shared" / "datasets" / "scifact" / "corpus.jsonl.gz"
+SCIFACT = SCIFACT_DIR / "corpus.jsonl.gz"
 RESULTS = ROOT / "bench" / "results" / "bench_scale.txt"
 KEBAB = str(Path(sys.executable).with_name("kebab-mlflow"))
 SENTENCE = re.compile(r"(?<=[.!?])\s+")

@@ -30,8 +30,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from common import SCIFACT  # noqa: E402 - bench/ is the script's folder
+
 ROOT = Path(__file__).resolve().parent.parent
-SCIFACT = ROOT.parent / "shared" / "datasets" / "scifact"
 RESULTS = ROOT / "bench" / "results" / "bench_sweep.txt"
 
 LONG = """\

@@ -29,9 +29,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
-from common import emit  # noqa: E402 - bench/ is the script's folder
+from common import XQUAD, emit  # noqa: E402 - bench/ is the script's folder
 
-XQUAD = ROOT.parent / "shared" / "datasets" / "xquad_en"
 OVERRIDES = {"chunker.mode": "document"}
 
 

@@ -1,7 +1,7 @@
 """The Python API: evaluate in memory, record in MLflow when asked, compare, sweep.
 
 Everything here but :func:`log_run`, a run reference given to :func:`compare` and
-:func:`run_sweep` works without importing mlflow. See the README's "Python API".
+:func:`run_sweep` works without importing mlflow. See docs/api.md.
 """
 
 from __future__ import annotations

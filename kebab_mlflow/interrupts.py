@@ -101,6 +101,8 @@ class sigterm_as_interrupt:  # noqa: N801 - used as a context manager
         _guards.remove(self)
         for signum, handler in self.previous.items():
             signal.signal(signum, handler)
+        if not _guards:  # the command is over: a noted signal must not stop the next one
+            clear_interrupt()  # (an in-process caller's next run, or the next test)
 
 
 def _note_and_raise(signum: int, frame: FrameType | None) -> None:

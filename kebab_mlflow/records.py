@@ -1,7 +1,7 @@
 """What a pipeline is: records (Hit, Answer, VersionSnapshot) and the Pipeline protocol.
 
 Any object with ``versions``, ``search`` and ``ask`` can be evaluated; the reference pipeline
-(:mod:`kebab_mlflow.reference`) is one such object.
+(:mod:`kebab_mlflow.pipeline.reference`) is one such object.
 """
 
 from __future__ import annotations

@@ -163,7 +163,7 @@ class Browser:
 
     async def screenshot(self, path: Path, width: int | None = None) -> None:
         """A PNG of the viewport; ``width``: scaled down and reduced to 128 colours (pictures
-        for the README stay small)."""
+        for the docs stay small)."""
         shot = await self.call("Page.captureScreenshot", format="png")
         path.write_bytes(base64.b64decode(shot["data"]))
         if width:

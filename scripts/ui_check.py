@@ -16,7 +16,7 @@ headless Chromium (scripts/cdp.py) and fails unless the rendered page shows:
 - the sweep's parent run with its gauge.
 
 ``--screenshots DIR`` keeps the runs list, the run page, the dataset panel and the traces page as
-PNGs (the README's pictures).
+PNGs (the pictures of docs/mlflow-ui.md).
 Exit 0 when every check passed, 1 otherwise (each failure says what the page showed).
 """
 

@@ -21,7 +21,11 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("KEBAB_CACHE_DIR", str(tmp_path / ".kebab-cache"))
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    from kebab_mlflow import interrupts
+
+    interrupts.clear_interrupt()  # no test inherits a signal an earlier in-process one noted
     yield
+    assert not interrupts.interrupt_pending(), "the test left a noted interrupt behind"
 
 
 @pytest.fixture(scope="session")

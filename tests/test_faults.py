@@ -161,7 +161,7 @@ def test_ctrl_c_against_the_server_ends_the_run_killed(tmp_path, target_files, m
     proc = kebab(args, tmp_path, KEBAB_TEST_GATE=str(gate))
     wait_for(Path(str(gate) + ".started"), proc)
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=120)
+    out, err = proc.communicate(timeout=600)
     assert proc.returncode == 130, err
     client = mlflow_server.client()
     (run,) = client.search_runs([client.get_experiment_by_name("faults-sigint").experiment_id])

@@ -438,7 +438,7 @@ def test_ci_examples_run_against_a_local_store(example, env, tmp_path, monkeypat
     commands = _ci_commands(ROOT / "examples" / "ci" / example)
     assert [c.split()[1] for c in commands] == ["run", "baseline", "run", "compare", "ci",
                                                 "compare"]
-    assert f"examples/ci/{example}" in (ROOT / "README.md").read_text()
+    assert f"examples/ci/{example}" in (ROOT / "docs" / "compare.md").read_text()
     (tmp_path / "fixtures").symlink_to(ROOT / "fixtures")
     (tmp_path / "event.json").write_text(json.dumps({"pull_request": {"number": 1234}}))
     state, api = forge

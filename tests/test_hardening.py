@@ -168,7 +168,7 @@ def test_private_set_with_fail_fast_shows_no_query_text(tmp_path, store_uri):
 
 
 def test_the_shipped_cmd_example_takes_a_query_that_looks_like_an_option():
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "targets.md").read_text()
     template = re.search(r"--target '(cmd:python fixtures/targets/cli_target\.py[^']*)'",
                          readme)[1]
     spec = template.replace("python", shlex.quote(sys.executable), 1).replace(

@@ -124,9 +124,22 @@ def test_auto_is_english_for_english_and_multilingual_for_korean_corpora():
     assert hangul_share(["no words in Hangul"]) == 0.0
     english = [d.text for d in load_corpus(KB).documents]
     korean = [d.text for d in load_corpus(KB_KO).documents]
-    assert resolve_tokenizer("auto", english) == "english"
-    assert resolve_tokenizer("auto", korean) == "multilingual"
-    assert resolve_tokenizer("cjk-bigram", korean) == "cjk-bigram"
+    assert resolve_tokenizer("auto", lambda: hangul_share(english)) == "english"
+    assert resolve_tokenizer("auto", lambda: hangul_share(korean)) == "multilingual"
+    assert resolve_tokenizer("cjk-bigram", lambda: pytest.fail("scanned")) == "cjk-bigram"
+
+
+def test_the_corpus_script_scan_is_cached_per_corpus_digest(tmp_path):
+    from kebab_mlflow.pipeline.reference import resolved_config
+
+    corpus = load_corpus(KB_KO)
+    first = resolved_config(build_config(), corpus)["lexical"]["tokenizer"]
+    (entry,) = (tmp_path / ".kebab-cache" / "script").iterdir()
+    assert entry.name == corpus.digest
+    assert float(entry.read_text()) == hangul_share(d.text for d in corpus.documents)
+    entry.write_text("0.0")  # the cached share is what a second run uses: no rescan
+    assert first == "multilingual"
+    assert resolved_config(build_config(), corpus)["lexical"]["tokenizer"] == "english"
 
 
 # --- versions and gates -------------------------------------------------------------------------

@@ -4,7 +4,7 @@ Three runs: a seeded synthetic one (graded qrels, empty and short runs), BM25 on
 fixtures (no download needed: a fresh clone runs both), and BM25 on SciFact test (300 queries,
 5,183 abstracts; skipped without ../shared), chunker.mode=document, depth 100. pytrec_eval
 orders a run by score (ties by doc id); to make it rank exactly as we did, it gets scores made
-from our ranks (score = depth − rank). Conventions compared (README): hit@k = trec_eval
+from our ranks (score = depth − rank). Conventions compared (docs/metrics.md): hit@k = trec_eval
 ``success_k``; P@k = ``P_k`` (denominator k); recall@k = ``recall_k``; nDCG@10 =
 ``ndcg_cut_10`` (linear gain); MRR@10 = ``recip_rank`` on the run truncated to 10.
 The index is built once per session (a few seconds).

@@ -205,7 +205,7 @@ def test_sigterm_ends_the_run_killed(store_uri, tmp_path):
         assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
         time.sleep(0.05)
     proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=60)
+    _, err = proc.communicate(timeout=600)
     assert proc.returncode == 130, err
     runs = runs_in(store_uri)
     assert [r.info.status for r in runs] == ["KILLED"]
@@ -218,7 +218,7 @@ def test_four_processes_on_a_brand_new_store(tmp_path):
            "--corpus", str(KB), "--tracking-uri", uri, "--json"]
     procs = [subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True) for _ in range(4)]
-    outs = [p.communicate(timeout=240) for p in procs]
+    outs = [p.communicate(timeout=600) for p in procs]
     assert [p.returncode for p in procs] == [0, 0, 0, 0], [e[-500:] for _, e in outs]
     runs = runs_in(uri)
     assert len(runs) == 4 and {r.info.status for r in runs} == {"FINISHED"}

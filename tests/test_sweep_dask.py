@@ -79,7 +79,7 @@ def dask_cluster(tmp_path: Path) -> Iterator[DaskCluster]:
                 ["distributed.cli.dask_worker", address, "--nthreads", "1", "--no-nanny",
                  "--no-dashboard", "--name", f"w{i}"], where / f"worker{i}.log", where))
         with distributed.Client(address, timeout="120s") as client:
-            client.wait_for_workers(2, timeout=120)
+            client.wait_for_workers(2, timeout=600)
         yield cluster
     finally:
         cluster.stop()

@@ -54,7 +54,7 @@ class Behaviour:
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
             self.arrived.notify_all()
-            self.arrived.wait_for(lambda: self.max_in_flight >= n, timeout=30)
+            self.arrived.wait_for(lambda: self.max_in_flight >= n, timeout=300)
             self.in_flight -= 1
 
     def reply(self, request: dict) -> tuple[int, bytes]:

@@ -34,7 +34,7 @@ def probe(**env: str) -> dict:
     clean = {k: v for k, v in os.environ.items() if k not in CI_MARKERS}
     clean.update(PYTHONPATH=str(ROOT), **env)
     out = subprocess.run([sys.executable, "-c", PROBE], env=clean, capture_output=True,
-                         text=True, timeout=120, check=True)
+                         text=True, timeout=600, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 

@@ -170,7 +170,7 @@ def test_without_optuna_tune_exits_2_with_the_install_hint(tmp_path, store_uri):
     path = _tune_file(tmp_path, SMALL)
     res = subprocess.run(_cli("tune", str(path), "--tracking-uri", store_uri,
                               prelude="import sys; sys.modules['optuna'] = None; "),
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=600)
     assert res.returncode == 2, res.stderr
     assert "needs optuna" in res.stderr and "pip install -e '.[tune]'" in res.stderr
     assert runs_in(store_uri) == []
@@ -187,7 +187,7 @@ def test_ctrl_c_ends_the_parent_and_the_running_trial_killed(tmp_path, store_uri
                 break
         proc.send_signal(signal.SIGINT)
         rest = proc.stderr.read()
-        assert proc.wait(timeout=120) == 130, "".join(seen) + rest
+        assert proc.wait(timeout=600) == 130, "".join(seen) + rest
     assert "Traceback" not in rest and "ended as KILLED" in rest, rest
     runs = runs_in(store_uri)
     statuses = [r.info.status for r in runs]

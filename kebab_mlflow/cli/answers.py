@@ -66,7 +66,7 @@ def import_squad_cmd(
     """Turn SQuAD-style QA into an answer benchmark: OUT/corpus + OUT/train.yaml + OUT/test.yaml.
 
     must_contain = the gold answer span; expected ids = its paragraph (run with
-    --set chunker.mode=document); abstention cases = questions whose paragraph was dropped;
+    --set chunker.mode=document); abstention cases: unanswerable from the kept corpus;
     train/test split by article, seeded. SOURCE: a qa.jsonl, a folder holding one, or a
     SQuAD v1.1 JSON file (KorQuAD 1.0 as published).
     """

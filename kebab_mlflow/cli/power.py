@@ -30,7 +30,7 @@ def power(
     test, with the variance a loss adds: without --paired-with the sd of the paired deltas is
     taken to be the metric's per-query sd (two systems correlated at 0.5) and a loss to be
     whole queries losing their score; with it, the real paired deltas and a loss made of
-    changes their size (README "How many queries do I need?").
+    changes their size (docs/compare.md, "How many queries do I need?").
     """
     from kebab_mlflow.cli.console import out
     from kebab_mlflow.comparison.loading import load_side

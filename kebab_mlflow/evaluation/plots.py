@@ -5,15 +5,19 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 
-def _pyplot():
-    import matplotlib
+def _figure(**kwargs: Any) -> Any:
+    """A figure on the Agg canvas without pyplot: importing pyplot (its backend machinery and
+    global figure manager) cost a cached run ~0.4 s; a bare Figure needs neither, and nothing
+    is left open to close."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    fig = Figure(**kwargs)
+    FigureCanvasAgg(fig)
+    return fig
 
 
 _AT_K = re.compile(r"^(hit|precision|recall|ndcg)_at_(\d+)(?:_(chunk|doc))?$")
@@ -29,8 +33,8 @@ def metric_vs_k(overall: Mapping[str, float | None], path: Path, title: str) -> 
             series.setdefault(label, []).append((int(m.group(2)), value))
     if not series:
         return False
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig = _figure(figsize=(7, 4.5))
+    ax = fig.subplots()
     for label, points in sorted(series.items()):
         points.sort()
         ax.plot([k for k, _ in points], [v for _, v in points], marker="o", label=label)
@@ -45,15 +49,14 @@ def metric_vs_k(overall: Mapping[str, float | None], path: Path, title: str) -> 
     ax.legend(fontsize=8, ncol=2)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return True
 
 
 def reliability_diagram(bins: Sequence[tuple[float, float | None, float | None, int]],
                         path: Path, title: str) -> None:
     """Accuracy vs confidence per fixed-width bin, with the count of each bin."""
-    plt = _pyplot()
-    fig, (ax, ax_n) = plt.subplots(2, 1, figsize=(6, 6), height_ratios=[3, 1], sharex=True)
+    fig = _figure(figsize=(6, 6))
+    ax, ax_n = fig.subplots(2, 1, height_ratios=[3, 1], sharex=True)
     ax.plot([0, 1], [0, 1], "--", color="grey", label="perfect calibration")
     width = 1 / len(bins)
     xs = [lo + width / 2 for lo, *_ in bins]
@@ -75,14 +78,13 @@ def reliability_diagram(bins: Sequence[tuple[float, float | None, float | None, 
     ax_n.set_xlim(0, 1)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def bar_with_ci(rows: Sequence[tuple[str, float | None, float | None, float | None]],
                 path: Path, title: str, ylabel: str) -> None:
     """One bar per row with its confidence interval (sweep leaderboards)."""
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(max(5, len(rows) * 1.1), 4))
+    fig = _figure(figsize=(max(5, len(rows) * 1.1), 4))
+    ax = fig.subplots()
     names = [r[0] for r in rows]
     values = [r[1] or 0 for r in rows]
     lows = [max(0.0, (r[1] or 0) - (r[2] if r[2] is not None else (r[1] or 0))) for r in rows]
@@ -94,15 +96,14 @@ def bar_with_ci(rows: Sequence[tuple[str, float | None, float | None, float | No
     ax.tick_params(axis="x", rotation=30)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def optimization_history(values: Sequence[float | None], path: Path, title: str,
                          ylabel: str, baseline: float | None = None) -> None:
     """A search's history: each trial's objective (dots) and the best so far (a step line);
     ``baseline`` as a dashed line. Plain matplotlib (optuna's own plots need plotly)."""
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig = _figure(figsize=(7, 4.5))
+    ax = fig.subplots()
     trials = [i for i, v in enumerate(values) if v is not None]
     scores = [values[i] for i in trials]
     best, running = [], float("-inf")
@@ -119,4 +120,3 @@ def optimization_history(values: Sequence[float | None], path: Path, title: str,
     ax.legend(loc="best")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    plt.close(fig)

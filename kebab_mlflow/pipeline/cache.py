@@ -20,6 +20,27 @@ def cache_root() -> Path:
 T = TypeVar("T")
 
 
+def cached_number(kind: str, key: str, compute: Callable[[], float]) -> float:
+    """A number derived from content addressed by ``key`` (e.g. a corpus digest), computed once
+    and kept in ``<cache>/<kind>/<key>``; written aside and renamed, so a reader never sees half
+    a file. An unreadable entry is computed again."""
+    path = cache_root() / kind / key
+    try:
+        return float(path.read_text())
+    except (OSError, ValueError):
+        pass
+    value = compute()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        with os.fdopen(fd, "w") as fh:
+            fh.write(repr(value))
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only cache only costs the next run the computation again
+    return value
+
+
 def load_or_build_once(folder: Path, name: str, load: Callable[[], T | None],
                        build: Callable[[], T]) -> T:
     """``load()`` a cached file (None when it is missing), else ``build()`` it — one process at

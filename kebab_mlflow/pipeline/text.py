@@ -271,13 +271,15 @@ def hangul_share(texts: Iterable[str]) -> float:
     return hangul / words if words else 0.0
 
 
-def resolve_tokenizer(name: str, texts: Iterable[str]) -> str:
+def resolve_tokenizer(name: str, corpus_hangul_share: Callable[[], float]) -> str:
     """``auto`` → ``multilingual`` for a corpus whose words are at least ``KOREAN_SHARE``
-    Hangul (mostly Korean, or a mixed knowledge base), else ``english``; a named one as is."""
+    Hangul (mostly Korean, or a mixed knowledge base), else ``english``; a named one as is.
+    ``corpus_hangul_share`` (:func:`hangul_share` of the corpus, or its cached value) is called
+    only for ``auto``."""
     if name != AUTO:
         tokenizer_version(name)
         return name
-    return "multilingual" if hangul_share(texts) >= KOREAN_SHARE else "english"
+    return "multilingual" if corpus_hangul_share() >= KOREAN_SHARE else "english"
 
 
 # --- quotable units of markdown ----------------------------------------------------------------

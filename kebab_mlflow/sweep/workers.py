@@ -18,16 +18,16 @@ WORKER_PRELOAD = ["kebab_mlflow.tracking.log", "kebab_mlflow.tracking.store",
                   "kebab_mlflow.pipeline.reference", "kebab_mlflow.pipeline.backends.lexical",
                   "kebab_mlflow.pipeline.backends.floors", "kebab_mlflow.evaluation.runner",
                   "kebab_mlflow.evaluation.plots", "kebab_mlflow.sweep.execution",
-                  "scipy.sparse", "matplotlib.pyplot"]
+                  "scipy.sparse", "matplotlib.figure", "matplotlib.backends.backend_agg"]
 
 
 def warm_worker() -> None:
     """Import what every row needs, once, before workers fork (or in a spawned worker)."""
     for name in WORKER_PRELOAD:
         importlib.import_module(name)
-    from kebab_mlflow.evaluation.plots import _pyplot
+    from kebab_mlflow.evaluation.plots import _figure
 
-    _pyplot()
+    _figure()  # matplotlib's font cache, read on the first figure
 
 
 def init_worker(forked: bool, parent_pid: int) -> None:

@@ -13,6 +13,7 @@ import contextlib
 import json
 import math
 import shutil
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -178,10 +179,16 @@ def execute(options: RunOptions, *,
             on_status: Callable[[str], None] = lambda s: None) -> RunResult:
     """``kebab-mlflow run``: prepare, start the MLflow run, :func:`evaluate` into its work
     folder, publish. Ctrl-C/SIGTERM ends the run KILLED."""
-    prepared = prepare(options, on_status)
+    importing = _import_store_meanwhile(options.tracking_uri)
+    try:
+        prepared = prepare(options, on_status)
+    except Exception:
+        importing.join()  # the caller may import mlflow next: two importers can deadlock
+        raise
     checkpoint("prepared")
     on_status("connecting to the tracking store")
     t_open = time.perf_counter()
+    importing.join()  # two threads importing mlflow's modules at once can deadlock
     from kebab_mlflow.tracking.store import Tracker
 
     t_import = time.perf_counter()
@@ -219,6 +226,24 @@ def execute(options: RunOptions, *,
                      timings={**result.timings, **timings},
                      versions=result.versions.as_dict(), scores=dict(result.scores),
                      query_ids=result.query_ids)
+
+
+def _import_store_meanwhile(tracking_uri: str | None) -> threading.Thread:
+    """Import mlflow and the store's modules on a second thread while :func:`prepare` reads the
+    golden set and the index (the import is most of a cached run's overhead; the machine has a
+    second core for the parts that leave the GIL). Best effort: an import that fails here is
+    raised again, where it belongs, when the store is opened. Join the thread before this
+    thread imports mlflow: Python's import locks report two threads importing the same
+    package's modules in different orders as a deadlock."""
+    def load() -> None:
+        with contextlib.suppress(Exception):
+            from kebab_mlflow.tracking.store import preload
+
+            preload(tracking_uri)
+
+    thread = threading.Thread(target=load, name="kebab-store-import", daemon=True)
+    thread.start()
+    return thread
 
 
 @contextlib.contextmanager

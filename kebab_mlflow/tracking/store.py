@@ -65,6 +65,18 @@ def resolve_uri(tracking_uri: str | None) -> str:
     return uri or f"sqlite:///{default_store_dir() / 'mlflow.db'}"
 
 
+def preload(tracking_uri: str | None) -> None:
+    """Import what opening this store will need — for a database URI, MLflow's SQLAlchemy
+    store module (~0.7 s, most of "opening the store") — without opening anything: a run
+    calls it on a second thread while it reads the golden set and the index, and a bad input
+    must still leave no store or experiment behind."""
+    if resolve_uri(tracking_uri).split(":", 1)[0].split("+", 1)[0] in _DATABASE_SCHEMES:
+        import mlflow.store.tracking.sqlalchemy_store  # noqa: F401
+
+
+_DATABASE_SCHEMES = {"sqlite", "postgresql", "mysql", "mssql"}
+
+
 def describe_uri(uri: str) -> str:
     """The URI without any credentials embedded in it."""
     from urllib.parse import urlsplit, urlunsplit
@@ -243,7 +255,7 @@ class Tracker:
         """Under ``mlflow run`` (MLproject): the project's run, ``$MLFLOW_RUN_ID``, when it is a
         RUNNING run of this store. A run kebab-mlflow starts without a parent of its own (an
         eval, a sweep's or tune's parent) nests under it, so the project run is the umbrella
-        of what its entry point made (README "Running through `mlflow run`")."""
+        of what its entry point made (docs/cli.md, "Running through `mlflow run`")."""
         run_id = os.environ.get("MLFLOW_RUN_ID")
         if not run_id:
             return None

