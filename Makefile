@@ -28,8 +28,10 @@ run: $(STAMP) ## evaluate the shipped fixtures into the embedded MLflow store (m
 test: $(STAMP) ## run the test suite (unit, CLI, MLflow server and PostgreSQL tests)
 	$(BIN)/python -m pytest
 
-lint: $(STAMP) ## ruff
+lint: $(STAMP) ## ruff, mypy --strict (settings in pyproject.toml) and the import-linter contracts
 	$(BIN)/ruff check .
+	$(BIN)/python -m mypy
+	$(BIN)/lint-imports
 
 bench: $(STAMP) ## run the benchmarks under bench/ (SciFact-scale; minutes); BENCH="bm25 metrics" for some
 	$(BIN)/python bench/run_all.py $(BENCH)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kebab_mlflow import vocabulary as vocab
 from kebab_mlflow.comparison.records import CompareOptions, Comparison, RunSide
@@ -16,6 +16,10 @@ from kebab_mlflow.evaluation.evaluate import EvalResult, evaluate, reference_pip
 from kebab_mlflow.golden import load_golden_set
 from kebab_mlflow.tracking.log import log_run, run_tags
 from kebab_mlflow.vocabulary import RunStatus
+
+if TYPE_CHECKING:  # the sweep layer loads only when a sweep or tune runs
+    from kebab_mlflow.sweep.spec import SweepResult
+    from kebab_mlflow.sweep.tuning import TuneResult
 
 __all__ = ["compare", "evaluate", "load_golden_set", "log_run", "reference_pipeline",
            "run_sweep", "tune"]
@@ -57,7 +61,8 @@ def side_of_result(result: EvalResult, name: str) -> RunSide:
 
 
 def run_sweep(path: str | Path, *, experiment: str | None = None,
-              tracking_uri: str | None = None, jobs: int = 1, resume: str | None = None) -> Any:
+              tracking_uri: str | None = None, jobs: int = 1, resume: str | None = None
+              ) -> SweepResult:
     """Run the sweep file at ``path`` (a parent MLflow run with one child per row, and the
     gauge); its :class:`~kebab_mlflow.sweep.spec.SweepResult`."""
     from kebab_mlflow.sweep.execution import run_sweep as run
@@ -68,7 +73,7 @@ def run_sweep(path: str | Path, *, experiment: str | None = None,
 
 
 def tune(path: str | Path, *, trials: int | None = None, experiment: str | None = None,
-         tracking_uri: str | None = None) -> Any:
+         tracking_uri: str | None = None) -> TuneResult:
     """Run the tune file at ``path`` (a seeded TPE search on its train set, the best judged on
     its test set); its :class:`~kebab_mlflow.sweep.tuning.TuneResult`. Needs optuna."""
     from kebab_mlflow.sweep.tune_spec import load_tune

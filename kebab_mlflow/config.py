@@ -189,6 +189,8 @@ def _coerce(key: str, raw: Any, default: Any) -> Any:
         return None
     if target is float and isinstance(raw, int) and not isinstance(raw, bool):
         return float(raw)
+    if target is None:  # a nullable key without a declared type: nothing to check it by
+        raise TypeError(f"config key {key!r} has no declared type")
     if not isinstance(raw, target) or (target is int and isinstance(raw, bool)):
         raise ValueError(f"expected {target.__name__}, got {type(raw).__name__}")
     return raw

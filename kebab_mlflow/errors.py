@@ -28,6 +28,7 @@
     ReplyError (not a KebabError)   one target reply unusable: becomes that query's error
     YamlFallback (internal)         a YAML construct the one-pass composer leaves to PyYAML
     ArrowUnusable (internal)        a run file pyarrow cannot split: read line by line
+    TooDeeplyNested (internal)      a ValueError: JSON nested past Python's parser's recursion
 
 The CLI maps every KebabError to its ``exit_code`` and prints ``str(error)``; no traceback.
 """
@@ -75,7 +76,8 @@ class ProblemsMixin:
     def __init__(self, summary: str, problems: Sequence[Problem] = ()):
         self.summary = summary
         self.problems = tuple(problems)
-        super().__init__(render_problems(summary, self.problems, bare=self.bare))
+        # a mixin: the next class in the MRO is the exception that takes the message
+        super().__init__(render_problems(summary, self.problems, bare=self.bare))  # type: ignore[call-arg]
 
 
 class InputError(ProblemsMixin, KebabError):
@@ -181,3 +183,8 @@ class YamlFallback(Exception):
 class ArrowUnusable(Exception):
     """Internal: pyarrow is missing or cannot split a run file on one delimiter; the line
     reader takes over (and names a malformed line)."""
+
+
+class TooDeeplyNested(ValueError):
+    """Internal: JSON nested deeper than Python's parser recurses (a RecursionError
+    otherwise); :func:`kebab_mlflow.files.json_loads` raises it so a reader reports the line."""

@@ -1,9 +1,23 @@
-"""File helpers shared by every layer: the sha256 of a file, read in blocks."""
+"""File helpers shared by every layer: the sha256 of a file, read in blocks; JSON whose
+nesting is too deep for Python's parser reported like any other malformed JSON."""
 
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
+from typing import Any
+
+from kebab_mlflow.errors import TooDeeplyNested
+
+
+def json_loads(text: str | bytes) -> Any:
+    """``json.loads``; a RecursionError (``[[[[…`` thousands deep) becomes a ValueError, so
+    the caller reports it with file:line as it does any malformed line."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise TooDeeplyNested("JSON nested too deeply") from None
 
 
 def file_digest(path: Path) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any
 
 from kebab_mlflow import names
 from kebab_mlflow.errors import GoldenSetError, Problem
+from kebab_mlflow.evidence.spec import EvidenceSpan, parse_evidence
 from kebab_mlflow.yaml_source import child, location, parse, sequence_items
 
 DEFAULT_METADATA_FIELDS = ("agency", "project", "budget", "deadline")
@@ -45,6 +47,7 @@ QUERY_FIELDS: dict[str, tuple[tuple[type, ...], str]] = {
     "group": ((str, int), "a string"),
     "difficulty": ((str, int), "a string"),
     "lang": _STR,
+    "evidence": ((list,), "a list of {doc, quote} or {doc, start, end} entries"),
 }
 _QUERY_KEYS = set(QUERY_FIELDS)
 
@@ -68,10 +71,19 @@ class GoldenQuery:
     difficulty: str | None = None
     lang: str | None = None
     line: int = 0
+    # text spans that answer the query (kebab_mlflow/evidence/); a run derives chunk truth
+    # from them, into expected_chunk_ids and expected_chunk_grades
+    evidence: tuple[EvidenceSpan, ...] = ()
+    expected_chunk_grades: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def has_chunk_truth(self) -> bool:
-        return bool(self.expected_chunk_ids)
+        return bool(self.expected_chunk_ids or self.evidence)
+
+    @property
+    def chunk_grades(self) -> dict[str, int]:
+        """Chunk id -> grade: the evidence-derived grades, else 1 per expected chunk id."""
+        return dict(self.expected_chunk_grades) or dict.fromkeys(self.expected_chunk_ids, 1)
 
     @property
     def has_doc_truth(self) -> bool:
@@ -243,7 +255,9 @@ def _parse_queries(queries: list[Any], item_nodes: list[Any], header: _Header,
         if q is not None:
             parsed.append(q)
             identities.append(_Identity(id=q.id, line=q.line, group=q.group,
-                                        expected_doc_ids=q.expected_doc_ids))
+                                        expected_doc_ids=q.expected_doc_ids,
+                                        expected_ids=(*q.expected_doc_ids,
+                                                      *q.expected_chunk_ids)))
         else:
             identity = _identity(item, item_node)
             if identity is not None:
@@ -307,6 +321,7 @@ def _parse_query(item: Any, node: Any, index: int, at: Callable[[Any], str],
             bad(f"{key!r} must be a list of strings", key)
 
     doc_ids = _doc_grades(item.get("expected_doc_ids"), bad)
+    evidence = _evidence(item, node, at, problems, qid_str, doc_ids)
     qtype = item.get("query_type")
     if isinstance(qtype, str) and qtype not in QUERY_TYPES:
         bad(f"unknown query_type {qtype!r} (known: {', '.join(QUERY_TYPES)})", "query_type")
@@ -328,7 +343,36 @@ def _parse_query(item: Any, node: Any, index: int, at: Callable[[Any], str],
         case_insensitive=bool(item.get("case_insensitive", file_ci)), query_type=qtype,
         hardcase_categories=strs("hardcase_categories"), metadata_field=mfield,
         group=opt("group"), difficulty=opt("difficulty"), lang=opt("lang"),
-        line=node.line + 1 if node is not None else 0)
+        line=node.line + 1 if node is not None else 0, evidence=evidence)
+
+
+def _evidence(item: dict[str, Any], node: Any, at: Callable[[Any], str],
+              problems: list[Problem], qid: str | None,
+              doc_ids: Mapping[str, int]) -> tuple[EvidenceSpan, ...]:
+    """The query's evidence entries (kebab_mlflow/evidence/spec.py), each problem at its
+    entry's line; their documents must agree with expected_doc_ids / expected_chunk_ids."""
+    value = item.get("evidence")
+    if value is None or not isinstance(value, list):
+        return ()
+    evidence_node = child(node, "evidence")
+    lines = [n.line + 1 for n in sequence_items(evidence_node)] or \
+        [evidence_node.line + 1 if evidence_node is not None else 0]
+    source = at(None)
+
+    def report(message: str, line: int) -> None:
+        problems.append(Problem(message, f"{source}:{line}", qid))
+
+    spans = parse_evidence(value, lines, report)
+    docs = {s.doc for s in spans}
+    relevant = {d for d, g in doc_ids.items() if g > 0}
+    for doc in sorted(docs - relevant) if doc_ids else ():
+        report(f"evidence in doc {doc!r}, which expected_doc_ids does not list as relevant",
+               lines[0])
+    chunk_ids = item.get("expected_chunk_ids") or []
+    chunk_docs = {c.rsplit("#", 1)[0] for c in chunk_ids if isinstance(c, str) and "#" in c}
+    for doc in sorted(chunk_docs - docs) if spans else ():
+        report(f"expected_chunk_ids name doc {doc!r}, which has no evidence", lines[0])
+    return spans
 
 
 def _doc_grades(value: Any, bad) -> dict[str, int]:
@@ -361,6 +405,7 @@ class _Identity:
     line: int
     group: str | None
     expected_doc_ids: dict[str, int] | None  # None: unreadable, left out of the group check
+    expected_ids: tuple[str, ...] = ()  # its expected doc and chunk ids, for the collisions
 
 
 def _identity(item: Any, node: Any) -> _Identity | None:
@@ -376,12 +421,41 @@ def _identity(item: Any, node: Any) -> _Identity | None:
     grades = _doc_grades(raw, lambda message, key=None: problems.append(message))
     readable = raw is None or isinstance(raw, (list, dict)) and not problems
     line = node.line + 1 if node is not None else 0
+    chunks = item.get("expected_chunk_ids")
+    expected = [*grades, *(c for c in chunks if isinstance(c, str))] \
+        if isinstance(chunks, list) else list(grades)
     return _Identity(id=str(qid), line=line, group=group,
-                     expected_doc_ids=grades if readable else None)
+                     expected_doc_ids=grades if readable else None,
+                     expected_ids=tuple(expected))
+
+
+def folded(identifier: str) -> str:
+    """The form two ids must not share unless equal: NFC-normalized and case-folded (``café``
+    typed precomposed or with a combining accent, ``Doc-1`` and ``doc-1``)."""
+    return unicodedata.normalize("NFC", unicodedata.normalize("NFC", identifier).casefold())
+
+
+def _collision_problems(queries: list[_Identity], source: str) -> list[Problem]:
+    """Query ids, and expected ids, that differ but collide under :func:`folded`: one of them
+    is almost surely a typo or an encoding accident; each names both lines."""
+    problems = []
+    for what, spellings in (("query id", ((q.id, q) for q in queries)),
+                            ("expected id", ((i, q) for q in queries for i in q.expected_ids))):
+        first: dict[str, tuple[str, _Identity]] = {}
+        reported: set[str] = set()
+        for spelling, q in spellings:
+            seen, seen_q = first.setdefault(folded(spelling), (spelling, q))
+            if seen != spelling and spelling not in reported:  # each other spelling once
+                reported.add(spelling)
+                problems.append(Problem(
+                    f"{what} {ascii(spelling)} collides with {ascii(seen)} (line {seen_q.line}) "
+                    "under Unicode NFC normalization or case folding", f"{source}:{q.line}",
+                    q.id))
+    return problems
 
 
 def _cross_query_problems(queries: list[_Identity], source: str) -> list[Problem]:
-    problems = []
+    problems = _collision_problems(queries, source)
     seen: dict[str, _Identity] = {}
     for q in queries:
         if q.id in seen:

@@ -71,8 +71,11 @@ GOLDEN_SET: Final = "golden_set"
 N_QUERIES: Final = "n_queries"
 SEED: Final = "seed"
 ASK: Final = "ask"  # "all" | "none", only when --ask/--no-ask overrode the golden set
+REPEAT: Final = "repeat"  # only with run --repeat N > 1 (evaluation/repeats.py)
 TARGET: Final = "target"
 CORPUS: Final = "corpus"
+EVIDENCE_RULE: Final = "evidence_rule"  # the rule that made evidence spans chunk truth
+EVIDENCE_TAU: Final = "evidence_tau"  # its share τ (kebab_mlflow/evidence/resolve.py)
 CONFIG_PREFIX: Final = "config."  # config.<key>: the flattened, redacted configuration
 TARGET_PREFIX: Final = "target."  # target.<option>: the target's logged options
 

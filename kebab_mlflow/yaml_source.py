@@ -212,12 +212,15 @@ def _from_yaml_node(node: Any, seen: dict[int, Node] | None = None) -> Node | No
     nine to the ninth."""
     if node is None:
         return None
-    seen = {} if seen is None else seen
+    return _yaml_node(node, {} if seen is None else seen)
+
+
+def _yaml_node(node: Any, seen: dict[int, Node]) -> Node:
     if id(node) in seen:
         return seen[id(node)]
     out = seen[id(node)] = Node(node.start_mark.line)
     if isinstance(node, yaml.MappingNode):
-        out.keys = {str(getattr(k, "value", "")): _from_yaml_node(v, seen) for k, v in node.value}
+        out.keys = {str(getattr(k, "value", "")): _yaml_node(v, seen) for k, v in node.value}
     elif isinstance(node, yaml.SequenceNode):
-        out.items = [_from_yaml_node(v, seen) for v in node.value]
+        out.items = [_yaml_node(v, seen) for v in node.value]
     return out

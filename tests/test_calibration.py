@@ -383,3 +383,17 @@ def test_nan_never_reaches_the_block():
                                               confidence=math.nan)],
                                       np.array([1.0]))
     assert calibration_block(conf, correct) is None
+
+
+def test_a_run_that_cannot_use_the_calibrator_says_which_versions_differ(caplog):
+    """Issue 27: after `calibrate`, changing only bm25.k1 dropped the calibration silently."""
+    fit_on_golden_set(GOLDEN, KB, method="platt")
+    with caplog.at_level("WARNING", logger="kebab_mlflow"):
+        same = build_pipeline(build_config(), KB)
+    assert same.calibrator is not None and "no calibrator" not in caplog.text
+    with caplog.at_level("WARNING", logger="kebab_mlflow"):
+        other = build_pipeline(build_config(overrides={"bm25.k1": "1.3"}), KB)
+    assert other.calibrator is None
+    assert "-calibrated-" not in other.versions.prompt_template_version
+    assert "no calibrator was fitted for this answerer and retrieval" in caplog.text
+    assert "index_version bm25-k1=0.9-b=0.4 → bm25-k1=1.3-b=0.4" in caplog.text

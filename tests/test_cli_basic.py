@@ -116,9 +116,10 @@ def test_help_imports_no_heavy_module():
 
 # The order of the single-module CLI before the package layout (git show 1a99a91^:
 # kebab_mlflow/cli.py), with the commands added since beside their kin: import-trec after the
-# run module's commands, power after compare, tune after sweep.
-HELP_ORDER = ["validate", "metrics", "presets", "run", "runs", "show", "ui", "import-beir",
-              "upload", "import-trec", "compare", "power", "sweep", "tune", "calibrate",
+# run module's commands, power after compare, tune after sweep, golden (anchor) after validate.
+HELP_ORDER = ["validate", "golden", "metrics", "presets", "run", "runs", "show", "ui",
+              "import-beir", "upload", "import-trec", "compare", "power", "sweep", "tune",
+              "calibrate",
               "import-squad", "baseline", "ci"]
 
 

@@ -74,8 +74,10 @@ def test_identical_runs_are_same_with_zero_deltas_and_the_verdict_is_recorded(st
     data = _json(out)
     assert data["verdict"] == "Same" and data["exit_code"] == 0
     assert {"verdict", "rule", "baseline", "candidate", "metrics", "queries"} <= set(data)
-    # the primary metric alone (chunk-level truth: mrr); unchanged, so out of the correction
-    assert [(m["name"], m["role"]) for m in data["metrics"]] == [("mrr", "primary")]
+    # the primary (chunk-level truth: mrr) and, the set having abstention cases,
+    # abstention_accuracy (issue 27); both unchanged, so out of the correction
+    assert [(m["name"], m["role"]) for m in data["metrics"]] == [
+        ("mrr", "primary"), ("abstention_accuracy", "gate")]
     assert data["settings"]["primary"] == "mrr" and data["settings"]["primary_source"] == \
         "default"
     for m in data["metrics"]:
@@ -83,7 +85,8 @@ def test_identical_runs_are_same_with_zero_deltas_and_the_verdict_is_recorded(st
         assert m["unchanged"] and m["p_holm"] is None and m["p_exact"]
     assert any("mrr is identical on all 39 queries" in r for r in data["reasons"])
     assert data["counts"] == {"Regression": 0, "Loss": 0, "Win": 0, "Draw": 43}
-    assert data["n"]["queries"] == 43 and data["n"]["with_ground_truth"] == 39
+    # 39 with retrieval truth + the 4 abstention cases (issue 27: per-query evidence too)
+    assert data["n"]["queries"] == 43 and data["n"]["with_ground_truth"] == 43
     assert "seed 0" in data["rule"] and data["settings"]["seed"] == 0
     client = _client(store["uri"])
     run = client.get_run(store["ids"]["same"])
@@ -280,7 +283,8 @@ def test_tampered_per_query_is_refused(store, tmp_path):
 @pytest.mark.parametrize("args, message", [
     (["--gate", "hit_at_50", "--gate", "mrr"],
      "--gate: unknown gated metric 'hit_at_50' (not in the per-query scores of both runs); "
-     "valid metrics: ask_grounded_rate, citation_validity, contains_all, error_rate, hit_at_1,"),
+     "valid metrics: abstention_accuracy, ask_grounded_rate, citation_validity, contains_all, "
+     "error_rate, hit_at_1,"),
     (["--resamples", "1000000000"], "--resamples must be in [1, 1,000,000], got 1,000,000,000"),
     (["--margin", "-0.1"], "--margin must be >= 0, got -0.1"),
     (["--max-regressions", "-1"], "--max-regressions must be >= 0, got -1"),

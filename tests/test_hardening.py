@@ -46,8 +46,8 @@ QUERY = "  - {id: q1, query: budget of the tram, expected_doc_ids: [harbor-trans
      "metadata_field '.': makes the metric key 'by_metadata_field/./"),
     ("name: " + "n" * 501 + "\nqueries:\n" + QUERY + "}\n", ":1",
      "'name' is 501 characters; MLflow takes at most 500"),
-    ("name: g\nqueries:\n" + QUERY + ", hardcase_categories: [" + "t" * 205 + "]}\n",
-     ":3 [query q1]", "longer than the 204 characters an MLflow metric key leaves for it"),
+    ("name: g\nqueries:\n" + QUERY + ", hardcase_categories: [" + "t" * 202 + "]}\n",
+     ":3 [query q1]", "longer than the 201 characters an MLflow metric key leaves for it"),
     ("name: g\nqueries:\n" + QUERY + ", hardcase_categories: ['a?', 'a!']}\n", ":3 [query q1]",
      "hardcase_category 'a!': becomes the same metric key as 'a?'"),
     ("name: g\nqueries:\n  - {id: q1, query: x, expected_doc_ids: {harbor-transit: "
@@ -75,8 +75,15 @@ def test_legal_odd_groups_still_work_as_before(tmp_path):
     assert km.load_golden_set(path).queries[0].hardcase_categories == ("multi hop?", "a.b", "x/y")
 
 
-def test_the_longest_metric_name_is_the_one_the_key_check_assumes():
-    result = km.evaluate(km.reference_pipeline("naive_baseline", str(KB)), GOLDEN,
+def test_the_longest_metric_name_is_the_one_the_key_check_assumes(tmp_path):
+    # a query with evidence: the evidence metrics are the longest names
+    text = GOLDEN.read_text().replace(
+        '    expected_chunk_ids: ["harbor-transit#2"]\n',
+        '    expected_chunk_ids: ["harbor-transit#2"]\n'
+        '    evidence: [{doc: harbor-transit, quote: "48.5 million euros"}]\n', 1)
+    golden_path = tmp_path / "golden.yaml"
+    golden_path.write_text(text)
+    result = km.evaluate(km.reference_pipeline("naive_baseline", str(KB)), golden_path,
                          k=names.MAX_K)
     longest = max(result.aggregate.overall, key=len)
     assert len(longest) == len(names.LONGEST_METRIC), longest

@@ -9,33 +9,37 @@ from __future__ import annotations
 
 import functools
 import gc
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, Any
 
-import click
 import typer
 from rich.markup import escape
 from typer.core import TyperGroup
 
 from kebab_mlflow.errors import KebabError, RunInterrupted
 from kebab_mlflow.interrupts import sigterm_as_interrupt
+from kebab_mlflow.redaction import redacted, redacted_exception
+
+Command = Callable[..., Any]
 
 
 def _report(exc: KebabError) -> None:
     from kebab_mlflow.cli.console import err
 
-    err.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+    err.print(f"[bold red]error:[/] {escape(redacted(str(exc)))}", highlight=False, soft_wrap=True)
 
 
 class _App(typer.Typer):
     """A Typer whose commands turn a KebabError into its message and exit code (no traceback),
     however they are invoked (console script, ``python -m``, CliRunner in tests)."""
 
-    def command(self, *args, **kwargs):
+    def command(  # type: ignore[override]  # forwards every argument to Typer.command
+            self, *args: Any, **kwargs: Any) -> Callable[[Command], Command]:
         register = super().command(*args, **kwargs)
 
-        def wrap(fn):
+        def wrap(fn: Command) -> Command:
             @functools.wraps(fn)
-            def guarded(*a, **kw):
+            def guarded(*a: Any, **kw: Any) -> Any:
                 from kebab_mlflow.cli.console import install
 
                 install()
@@ -48,6 +52,9 @@ class _App(typer.Typer):
                 except KeyboardInterrupt:  # before any run existed (a run's own is KILLED)
                     _report(RunInterrupted("interrupted"))
                     raise typer.Exit(RunInterrupted.exit_code) from None
+                except Exception as exc:  # a bug (exit 1): its traceback shows no credential
+                    redacted_exception(exc)
+                    raise
 
             return register(guarded)
 
@@ -58,13 +65,14 @@ class _App(typer.Typer):
 # layout, each later command beside its kin (import-trec after the run module's commands,
 # power after compare, tune after sweep). Registration order depends on the modules' layout,
 # so the order is written here; a command missing from it is listed last.
-HELP_ORDER = ("validate", "metrics", "presets", "run", "runs", "show", "ui", "import-beir",
-              "upload", "import-trec", "compare", "power", "sweep", "tune", "calibrate",
+HELP_ORDER = ("validate", "golden", "metrics", "presets", "run", "runs", "show", "ui",
+              "import-beir", "upload", "import-trec", "compare", "power", "sweep", "tune",
+              "calibrate",
               "import-squad", "baseline", "ci")
 
 
 class _HelpOrder(TyperGroup):
-    def list_commands(self, ctx: click.Context) -> list[str]:
+    def list_commands(self, ctx: Any) -> list[str]:  # typer's Context or click's
         names = super().list_commands(ctx)
         return sorted(names, key=lambda n: HELP_ORDER.index(n) if n in HELP_ORDER
                       else len(HELP_ORDER))
@@ -74,6 +82,9 @@ app = _App(add_completion=False, no_args_is_help=True, rich_markup_mode=None, cl
            help="Evaluate retrieval/RAG pipelines on golden sets; MLflow is the record.")
 baseline_app = _App(help="Mark or show the experiment's baseline run.", no_args_is_help=True)
 app.add_typer(baseline_app, name="baseline")
+golden_app = _App(help="Work on a golden-set file (anchor its chunk ids as evidence spans).",
+                  no_args_is_help=True)
+app.add_typer(golden_app, name="golden")
 
 TrackingUri = Annotated[str | None, typer.Option(
     "--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI or the embedded "

@@ -12,11 +12,15 @@ from __future__ import annotations
 import os
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from kebab_mlflow.cli.app import Experiment, TrackingUri, app
+from kebab_mlflow.stats.alternative import Alternative
+
+if TYPE_CHECKING:
+    from kebab_mlflow.comparison.records import CompareOptions
 
 
 class Format(StrEnum):
@@ -47,12 +51,19 @@ def compare(
         "(repeatable)")] = None,
     alpha: Annotated[float, typer.Option(help="significance level after Holm's correction")]
     = 0.05,
+    alternative: Annotated[Alternative, typer.Option(
+        help="two-sided: p < alpha and a worse mean (one-sided alpha/2); less: one-sided p < "
+        "alpha on the worse side, never Better")] = Alternative.TWO_SIDED,
     margin: Annotated[float | None, typer.Option(
         help="non-inferiority margin in the metric's units: Same also needs every gated CI's "
         "worse bound within it, else Inconclusive (exit 1)")] = None,
     max_regressions: Annotated[int | None, typer.Option(
         help="Regressed (exit 1) when more than N judged queries go from a hit to a miss")]
     = None,
+    abstention_gate: Annotated[bool, typer.Option(
+        help="gate abstention_accuracy (Holm) when both runs have abstention cases")] = True,
+    count_flaky: Annotated[bool, typer.Option(help="count flaky queries (run --repeat) in "
+                                               "--max-regressions and the small set")] = False,
     strict: Annotated[bool, typer.Option(
         help="refuse (exit 2) doc-level fallback, commit skew and dirty trees")] = False,
     allow_golden_mismatch: Annotated[bool, typer.Option(
@@ -74,19 +85,33 @@ def compare(
 ) -> None:
     """Compare CANDIDATE with BASELINE: per-query diff, paired statistics and one verdict.
 
-    Exit 0 = Better or Same, 1 = Regressed or Inconclusive, 2 = bad input, runs that cannot
-    be compared, or output that cannot be written."""
+    Exit 0 = Better or Same, 1 = Regressed or Inconclusive, 2 = bad input, runs that cannot be
+    compared, or output that cannot be written."""
     from kebab_mlflow import comparison as cmp
-    from kebab_mlflow.tracking.store import Tracker
 
     options = cmp.CompareOptions(gates=tuple(gate or ()), primary=primary, alpha=alpha,
                                  resamples=resamples, seed=seed, strict=strict,
                                  allow_golden_mismatch=allow_golden_mismatch, margin=margin,
-                                 max_regressions=max_regressions)
+                                 max_regressions=max_regressions,
+                                 abstention_gate=abstention_gate, alternative=alternative,
+                                 count_flaky=count_flaky)
+    _execute(tracking_uri, experiment, (baseline, candidate), options,
+             (fmt, wide, out_file, ui_url), no_log)
+
+
+def _execute(tracking_uri: str | None, experiment: str, refs: tuple[str, str],
+             options: CompareOptions, output: tuple[Format, bool, Path | None, str | None],
+             no_log: bool) -> None:
+    from kebab_mlflow import comparison as cmp
+    from kebab_mlflow.tracking.store import Tracker
+
     tracker = Tracker(tracking_uri)
-    sides = cmp.load_pair(tracker, experiment, baseline, candidate)
-    result = cmp.compare_runs(*sides, options)
-    _emit(_pr_comment(tracker, result, *sides, ui_url) if fmt is Format.pr_comment
+
+    fmt, wide, out_file, ui_url = output
+    base_side, cand_side = cmp.load_pair(tracker, experiment, *refs)
+    result = cmp.compare_runs(base_side, cand_side, options)
+    _emit(_pr_comment(tracker, result, base_side, cand_side, ui_url)
+          if fmt is Format.pr_comment
           else _render(result, fmt, wide, to_file=out_file is not None), out_file)
     _step_summary(result)
     if not no_log:

@@ -16,7 +16,7 @@ from rich.table import Table
 
 from kebab_mlflow.comparison import KINDS, Comparison, headline, ordered
 from kebab_mlflow.comparison.records import QueryKind, Verdict
-from kebab_mlflow.comparison.rendering import result_word
+from kebab_mlflow.comparison.rendering import kind_text, result_word, version_lines
 from kebab_mlflow.formatting import number
 
 NARROW_QUERIES = 20
@@ -35,6 +35,10 @@ def render_table(c: Comparison, width: int | None, wide: bool, color: bool) -> s
     console.print(f"[{_STYLE[c.verdict]}]{_headline(c, wide)}[/]")
     for reason in c.reasons:
         console.print(f"  - {reason}")
+    changes = version_lines(c)
+    console.print("versions: " + ("the same" if not changes else f"{len(changes)} differ"))
+    for line in changes:
+        console.print(f"  {line}", markup=False)
     console.print(_metrics(c, wide))
     _queries(console, c, wide, width)
     console.print(f"rule: {c.rule}")
@@ -89,11 +93,11 @@ def _queries(console: Console, c: Comparison, wide: bool, width: int | None) -> 
         console.print(f"queries: {counts} ({c.level} level)")
         return
     listed = shown if wide else shown[:NARROW_QUERIES]
-    columns = {"kind": [q.kind for q in listed], "id": [q.id for q in listed]}
+    columns = {"kind": [kind_text(q) for q in listed], "id": [q.id for q in listed]}
     if len({q.level for q in listed}) > 1:
         columns["level"] = [q.level for q in listed]
     columns["rank"] = [f"{_r(q.baseline_rank)}→{_r(q.candidate_rank)}" for q in listed]
-    for key in ("contains_all", "refusal"):
+    for key in ("contains_all", "refusal", "abstention"):
         values = [getattr(q, key) or "" for q in listed]
         if any(values):
             columns[key] = values

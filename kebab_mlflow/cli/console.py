@@ -6,20 +6,26 @@ import contextlib
 import logging
 import sys
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    TaskID,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
 from rich.table import Table
 
+if TYPE_CHECKING:
+    from rich.progress import Task
+    from rich.text import Text
+
 from kebab_mlflow.formatting import number
+from kebab_mlflow.redaction import install_log_redaction, redacted
 
 err = Console(stderr=True)
 out = Console()
@@ -32,7 +38,7 @@ class RateColumn(TextColumn):
         super().__init__("")
         self.unit = unit
 
-    def render(self, task):  # noqa: D401 - rich API
+    def render(self, task: Task) -> Text:  # noqa: D401 - rich API
         from rich.text import Text
 
         elapsed = task.finished_time if task.finished else task.elapsed
@@ -50,11 +56,11 @@ class ProgressBar:
                                  TimeRemainingColumn(), console=err, disable=not enabled,
                                  transient=False)
 
-    def start(self, total: int):
+    def start(self, total: int | None) -> TaskID:
         self.progress.start()
         return self.progress.add_task("work", total=total)
 
-    def advance(self, task, n: int) -> None:
+    def advance(self, task: TaskID, n: int) -> None:
         self.progress.advance(task, n)
 
     def stop(self) -> None:
@@ -108,7 +114,7 @@ class _StderrWarnings(logging.Handler):
     """The library's warnings as ``warning: ...`` lines on the stderr of the moment."""
 
     def emit(self, record: logging.LogRecord) -> None:
-        sys.stderr.write(f"warning: {record.getMessage()}\n")
+        sys.stderr.write(f"warning: {redacted(record.getMessage())}\n")
         sys.stderr.flush()
 
 
@@ -116,6 +122,7 @@ def install() -> None:
     """Route the library's progress and warnings to this terminal (once per process)."""
     from kebab_mlflow import progress
 
+    install_log_redaction()
     progress.set_task_factory(bar_task)
     if not any(isinstance(h, _StderrWarnings) for h in progress.logger.handlers):
         progress.logger.addHandler(_StderrWarnings())

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -72,6 +72,8 @@ def run(
         help="evaluate another system: python:mod:attr, http://..., cmd:TEMPLATE, "
         "or its run file: run:FILE")] = None,
     concurrency: Annotated[int, typer.Option(help="parallel queries for I/O-bound targets")] = 1,
+    repeat: Annotated[int, typer.Option(
+        help="run every query N times (nondeterministic pipelines): means, flip rates")] = 1,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON object on stdout")]
     = False,
     log_breakdowns: Annotated[bool, typer.Option(
@@ -82,9 +84,8 @@ def run(
              "| all; never for a private golden set")] = "none",
 ) -> None:
     """Run the golden set through a pipeline and record the eval as one MLflow run."""
-    from kebab_mlflow.cli.console import err, metrics_table, print_ui_hint
+    from kebab_mlflow.cli.console import err
     from kebab_mlflow.config import parse_overrides
-    from kebab_mlflow.evaluation.report import headline_values, ordered
     from kebab_mlflow.metrics.scoring import parse_cutoffs
     from kebab_mlflow.tracking.log import RunOptions, execute
 
@@ -94,8 +95,16 @@ def run(
                          tracking_uri=tracking_uri, run_name=run_name, seed=seed,
                          fail_fast=fail_fast, target=target, concurrency=concurrency,
                          cutoffs=None if cutoffs is None else tuple(parse_cutoffs(cutoffs)),
-                         ask=ask, log_breakdowns=log_breakdowns, traces=traces)
-    result = execute(options, on_status=lambda s: err.print(f"… {s}", highlight=False))
+                         ask=ask, log_breakdowns=log_breakdowns, traces=traces, repeat=repeat)
+    _report(execute(options, on_status=lambda s: err.print(f"… {s}", highlight=False)),
+            as_json, experiment)
+
+
+def _report(result: Any, as_json: bool, experiment: str) -> None:
+    """The finished run: one JSON object on stdout, or the summary table on stderr."""
+    from kebab_mlflow.cli.console import err, metrics_table, print_ui_hint
+    from kebab_mlflow.evaluation.report import headline_values, ordered
+
     if as_json:
         typer.echo(json.dumps({"run_id": result.run_id, "experiment_id": result.experiment_id,
                                "status": result.status,

@@ -113,10 +113,35 @@ def check_chunk_ids(baseline: RunSide, candidate: RunSide, options: CompareOptio
     if not changed:
         return True, Findings()
     detail = ", ".join(f"{k} {vb[k]} → {vc[k]}" for k in changed)
+    through_evidence, why_not = evidence_chunk_level(baseline, candidate)
+    if through_evidence:
+        return True, Findings(notes=(
+            f"{detail}: CHUNK-LEVEL comparison through the golden set's evidence spans "
+            f"({through_evidence}): each run's relevant chunks were derived from the same "
+            "spans under its own chunking",))
     msg = (f"chunk ids are not comparable ({detail}): DOC-LEVEL comparison, chunk-level "
-           "metrics replaced by their _doc variants")
+           f"metrics replaced by their _doc variants ({why_not})")
     refused = (Problem(msg + " (--strict refuses this)", "versions"),) if options.strict else ()
     return False, Findings(problems=refused, notes=(msg,))
+
+
+def evidence_chunk_level(baseline: RunSide, candidate: RunSide) -> tuple[str, str]:
+    """(the rule, "") when both runs derived their chunk truth from evidence spans by the
+    same rule — every query with chunk truth has evidence in both — else ("", why not)."""
+    rules = {(s.params.get(vocab.EVIDENCE_RULE), s.params.get(vocab.EVIDENCE_TAU))
+             for s in (baseline, candidate)}
+    if any(rule is None for rule, _ in rules):
+        return "", ("the golden set has no evidence spans; `kebab-mlflow golden anchor` "
+                    "adds them" if rules == {(None, None)} else
+                    "only one run resolved evidence spans")
+    if len(rules) > 1:
+        return "", "the runs resolved evidence by different rules"
+    by_ids = sum(1 for side in (baseline, candidate) for r in side.rows
+                 if r.evidence is None and (r.first_relevant_rank or {}).get("chunk") is not None)
+    if by_ids:
+        return "", f"{by_ids} query row(s) have chunk truth from expected_chunk_ids only"
+    [(rule, tau)] = rules
+    return f"rule {rule}, tau {tau}", ""
 
 
 def check_provenance(baseline: RunSide, candidate: RunSide, options: CompareOptions

@@ -52,6 +52,11 @@ def _unusable(role: str, r: RunRecord) -> list[Problem]:
     return problems
 
 
+def _artifact_name(r: RunRecord) -> str:
+    """Where a parse error of the downloaded file is: the run's artifact, which lasts."""
+    return f"run {r.run_id} ({r.run_name}) artifact per_query.jsonl"
+
+
 def _side(tracker: Any, r: RunRecord, folder: Path) -> RunSide:
     path = tracker.download_artifact(r.run_id, "per_query.jsonl", folder)
     digest = file_digest(path)
@@ -59,5 +64,6 @@ def _side(tracker: Any, r: RunRecord, folder: Path) -> RunSide:
     intact = digest == r.tags.get(vocab.PER_QUERY_SHA256)
     return RunSide(run_id=r.run_id, name=r.run_name, status=r.status, params=dict(r.params),
                    tags=dict(r.tags),
-                   rows=tuple(read_per_query(path)) if intact else (), per_query_sha256=digest,
+                   rows=tuple(read_per_query(path, _artifact_name(r))) if intact else (),
+                   per_query_sha256=digest,
                    experiment=tracker.experiment_name(r.experiment_id))

@@ -11,6 +11,7 @@ from kebab_mlflow import vocabulary as vocab
 from kebab_mlflow.errors import Problem
 from kebab_mlflow.evaluation.per_query import PerQueryRow
 from kebab_mlflow.records import VERSION_KEYS
+from kebab_mlflow.stats.alternative import Alternative
 
 # The primary metric when neither --primary nor the golden set's primary_metric names one, by
 # the ground truth the compared queries have (see verdict.default_primary).
@@ -95,8 +96,15 @@ class CompareOptions:
     small_set: int = SMALL_SET
     margin: float | None = None
     max_regressions: int | None = None
+    # gate abstention_accuracy too when both runs carry abstention cases (unanswerable ask
+    # queries): their correct refusals are NaN for contains_all, so nothing else sees them
+    abstention_gate: bool = True
+    alternative: Alternative = Alternative.TWO_SIDED
+    # flaky queries (flip rate > 0 on either side, run --repeat) count in --max-regressions
+    # and the small-set rule only with this (--count-flaky)
+    count_flaky: bool = False
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         problems = []
         if not 0 < self.alpha < 1:
             problems.append(Problem(f"--alpha must be in (0, 1), got {self.alpha}", "--alpha"))
@@ -154,6 +162,9 @@ class QueryDiff:
     contains_all: str | None = None  # "gained" | "lost" when it flipped
     refusal: str | None = None  # "started" | "stopped" when it flipped
     top_score_delta: float | None = None
+    # an unanswerable query's outcome change, "correct_refusal → incorrect_answer"
+    abstention: str | None = None
+    flaky: bool = False  # its repeats disagreed on either side (flip rate > 0)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -174,8 +185,9 @@ class Comparison:
     metrics: tuple[MetricResult, ...]
     queries: tuple[QueryDiff, ...]
     private: bool
-    counts: dict[str, int] = field(default_factory=dict)
+    counts: Mapping[QueryKind, int] = field(default_factory=dict)
     primary_source: str = "default"  # --primary | golden set primary_metric | default
+    flaky_regressions: int = 0  # Regression queries flaky on either side (run --repeat)
 
     @property
     def exit_code(self) -> int:

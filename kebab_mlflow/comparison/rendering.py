@@ -30,7 +30,7 @@ def _clean(value: Any) -> Any:
 
 def to_json(c: Comparison) -> dict[str, Any]:
     o = c.options
-    return _clean({
+    cleaned: dict[str, Any] = _clean({
         "verdict": c.verdict,
         "reasons": list(c.reasons),
         "rule": c.rule,
@@ -45,16 +45,34 @@ def to_json(c: Comparison) -> dict[str, Any]:
                      "allow_golden_mismatch": o.allow_golden_mismatch,
                      "small_set_threshold": o.small_set, "margin": o.margin,
                      "max_regressions": o.max_regressions, "power": 0.8,
+                     "abstention_gate": o.abstention_gate, "alternative": str(o.alternative),
+                     "count_flaky": o.count_flaky,
                      "multiple_comparisons": "holm over the gated metrics that changed"},
         "n": {"queries": c.n_queries, "with_ground_truth": c.n_with_truth, **c.dropped},
         "baseline": c.baseline,
         "candidate": c.candidate,
         "versions": [{"key": k, "baseline": b, "candidate": v, "same": s}
                      for k, b, v, s in c.versions],
+        "version_changes": [{"key": k, "baseline": b, "candidate": v, "line": line}
+                            for (k, b, v), line in zip(changed_versions(c),
+                                                       version_lines(c), strict=True)],
         "counts": c.counts,
+        "flaky_regressions": c.flaky_regressions,
         "metrics": [asdict(m) for m in c.metrics],
         "queries": [asdict(q) for q in ordered(c.queries)],
     })
+    return cleaned
+
+
+def changed_versions(c: Comparison) -> list[tuple[str, str, str]]:
+    """(key, baseline, candidate) of each version that differs (or is unknown)."""
+    return [(k, b, v) for k, b, v, same in c.versions if not same]
+
+
+def version_lines(c: Comparison) -> list[str]:
+    """One line per version that differs, as every format prints it."""
+    return [f"{k}: {b} → {v}" if b != v else f"{k}: {b} (unknown: cannot tell if it changed)"
+            for k, b, v in changed_versions(c)]
 
 
 def dumps(c: Comparison) -> str:
@@ -69,6 +87,11 @@ def ordered(queries: Sequence[QueryDiff]) -> list[QueryDiff]:
         return KINDS.index(q.kind)
 
     return sorted(queries, key=key)
+
+
+def kind_text(q: QueryDiff) -> str:
+    """The class as shown: "Regression (flaky)" when its repeats disagreed on either side."""
+    return f"{q.kind} (flaky)" if q.flaky else q.kind
 
 
 def _rank_text(rank: int | None) -> str:
@@ -95,14 +118,15 @@ METRIC_COLUMNS = ["metric", "role", "n", "baseline", "candidate", "delta", "95% 
 def query_rows(c: Comparison, limit: int | None = None) -> tuple[list[list[str]], int]:
     shown = [q for q in ordered(c.queries)
              if q.kind != QueryKind.DRAW or q.contains_all or q.refusal]
-    rows = [[q.kind, q.id, q.level, _rank_text(q.baseline_rank), _rank_text(q.candidate_rank),
-             q.contains_all or "", q.refusal or "", number(q.top_score_delta, signed=True),
+    rows = [[kind_text(q), q.id, q.level, _rank_text(q.baseline_rank),
+             _rank_text(q.candidate_rank), q.contains_all or "", q.refusal or "",
+             q.abstention or "", number(q.top_score_delta, signed=True),
              ("(private)" if c.private else (q.query or ""))] for q in shown[:limit]]
     return rows, len(shown) - len(rows)
 
 
 QUERY_COLUMNS = ["kind", "id", "level", "base rank", "cand rank", "contains_all", "refusal",
-                 "top-score Δ", "query"]
+                 "abstention", "top-score Δ", "query"]
 
 
 def headline(c: Comparison) -> str:
@@ -117,6 +141,9 @@ def to_markdown(c: Comparison, query_limit: int = 200) -> str:
     lines += [f"> **{note}**" for note in c.notes] + ([""] if c.notes else [])
     lines += [headline(c), ""]
     lines += [f"- {r}" for r in c.reasons] + [""]
+    changes = version_lines(c)
+    lines += ["**Versions that differ:** " + ("none" if not changes else ""), ""]
+    lines += [f"- {line}" for line in changes] + ([""] if changes else [])
     lines += ["**Rule.** " + c.rule, ""]
     if c.warnings:
         lines += ["## Warnings", ""] + [f"- {w}" for w in c.warnings] + [""]

@@ -15,7 +15,14 @@ and the verdict. Conventions:
   (the mrr cut-off) or within a shallower run's ``--k``. Without ground truth "hit" means
   "returned at least one result".
 * **Classes.** miss→hit Win; hit→miss Regression (query with ground truth) or Loss (without);
-  better rank Win, worse rank Loss; same rank or miss→miss Draw.
+  better rank Win, worse rank Loss; same rank or miss→miss Draw. On an abstention case (an
+  unanswerable ask query, its ``abstention`` outcome in ``per_query.jsonl``)
+  ``correct_refusal`` → ``incorrect_answer`` is a Regression and the reverse a Win (a change
+  through ``boundary_partial`` a Loss or a Win); a Regression on either side of the evidence
+  wins, then an abstention Win or Loss. Such a query counts as judged for the small-set rule.
+* **Abstention gate.** When both runs have abstention cases, ``abstention_accuracy`` (the right
+  refuse-or-answer decision per ask query) is gated with the primary, sharing Holm's
+  correction (``CompareOptions.abstention_gate``, ``--no-abstention-gate`` to leave it out).
 * **Primary metric** decides: ``--primary``, else the golden set's ``primary_metric``, else by
   the ground truth: ``mrr`` when some query has chunk truth, ``ndcg_at_10_doc`` when only doc
   truth, ``contains_all`` for an answer-only set. ``--gate`` adds metrics that share Holm's
@@ -33,7 +40,8 @@ and the verdict. Conventions:
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -53,10 +61,16 @@ from kebab_mlflow.comparison.records import (
 from kebab_mlflow.errors import ComparisonRefused, Problem
 from kebab_mlflow.evaluation.per_query import PerQueryRow
 from kebab_mlflow.formatting import number
+from kebab_mlflow.metrics.answers import AbstentionOutcome
 from kebab_mlflow.metrics.registry import MRR_CUTOFF, Level, parse_metric
 from kebab_mlflow.records import VERSION_KEYS
+from kebab_mlflow.stats.alternative import Alternative
+
+if TYPE_CHECKING:
+    from kebab_mlflow.stats.resampling import PairedTest
 
 PRIMARY_TAG = vocab.PRIMARY_METRIC
+ABSTENTION_GATE = "abstention_accuracy"  # gated by default on sets with abstention cases
 
 
 def doc_variant(name: str) -> str:
@@ -78,7 +92,7 @@ def _higher_is_better(name: str) -> bool:
 
 def _truth(row: PerQueryRow, level: str, by_first_rank: bool) -> bool:
     if by_first_rank:
-        return row.first_relevant_rank[level] is not None
+        return (row.first_relevant_rank or {})[level] is not None
     return row.scores.get("mrr" if level == "chunk" else "mrr_doc") is not None
 
 
@@ -97,7 +111,7 @@ def _rank(row: PerQueryRow, level: str, by_first_rank: bool) -> tuple[bool, int 
     existed; only at depth >= 10). Mixing the two would read a missing MRR as "no truth" on one
     side only, i.e. as a miss."""
     if by_first_rank:
-        rank = row.first_relevant_rank[level]
+        rank = (row.first_relevant_rank or {})[level]
         if rank is None:
             return False, (1 if row.hits else None)
         return True, (rank if 0 < rank <= MRR_CUTOFF else None)
@@ -107,7 +121,7 @@ def _rank(row: PerQueryRow, level: str, by_first_rank: bool) -> tuple[bool, int 
     return True, (round(1.0 / value) if value > 0 else None)
 
 
-def _classify(has_truth: bool, base: int | None, cand: int | None) -> str:
+def _classify(has_truth: bool, base: int | None, cand: int | None) -> QueryKind:
     if base is None:
         return QueryKind.DRAW if cand is None else QueryKind.WIN
     if cand is None:
@@ -127,6 +141,31 @@ def _flip(before: bool | None, after: bool | None, words: tuple[str, str]) -> st
     return words[0] if after else words[1]
 
 
+# best first: moving down this list is a Loss, from the first to the last a Regression
+_ABSTENTION_RANK = (AbstentionOutcome.CORRECT_REFUSAL, AbstentionOutcome.BOUNDARY_PARTIAL,
+                    AbstentionOutcome.INCORRECT_ANSWER)
+
+
+def abstention_kind(before: str | None, after: str | None) -> QueryKind | None:
+    """The class of an abstention outcome change; None when either side has none."""
+    if before is None or after is None:
+        return None
+    rank_b = _ABSTENTION_RANK.index(AbstentionOutcome(before))
+    rank_a = _ABSTENTION_RANK.index(AbstentionOutcome(after))
+    if rank_a == rank_b:
+        return QueryKind.DRAW
+    if rank_a < rank_b:
+        return QueryKind.WIN
+    return QueryKind.REGRESSION if rank_a - rank_b == 2 else QueryKind.LOSS
+
+
+def _combined_kind(retrieval: QueryKind, abstention: QueryKind | None) -> QueryKind:
+    """A Regression on either evidence first, then an abstention change, else retrieval's."""
+    if abstention is None or abstention is QueryKind.DRAW or retrieval is QueryKind.REGRESSION:
+        return retrieval
+    return abstention
+
+
 def _query_diff(b: PerQueryRow, c: PerQueryRow, chunk_ok: bool, private: bool,
                 by_first_rank: bool) -> QueryDiff:
     level = _truth_level(b, c, chunk_ok, by_first_rank)
@@ -143,15 +182,23 @@ def _query_diff(b: PerQueryRow, c: PerQueryRow, chunk_ok: bool, private: bool,
     refusal = _flip(_refused(b), _refused(c), ("started", "stopped"))
     top = (float(c.hits[0]["score"]) - float(b.hits[0]["score"])) if b.hits and c.hits else None
     query = None if private else (b.query if b.query is not None else c.query)
+    abstention = abstention_kind(b.abstention, c.abstention)
+    kind = _combined_kind(_classify(has_truth, rank_b, rank_c), abstention)
+    change = (f"{b.abstention} → {c.abstention}"
+              if abstention not in (None, QueryKind.DRAW) else None)
+    flaky = bool(b.flip_rate) or bool(c.flip_rate)
     return QueryDiff(id=b.id, query=query, has_truth=has_truth, level=level, baseline_rank=rank_b,
-                     candidate_rank=rank_c,
-                     kind=_classify(has_truth, rank_b, rank_c), contains_all=contains,
-                     refusal=refusal, top_score_delta=top)
+                     candidate_rank=rank_c, kind=kind, contains_all=contains, refusal=refusal,
+                     top_score_delta=top, abstention=change, flaky=flaky)
 
 
-def _comparison_level(queries: Sequence[QueryDiff]) -> str:
+
+def _comparison_level(queries: Sequence[QueryDiff], abstention_cases: int = 0) -> str:
+    """chunk, doc, chunk+doc; without retrieval truth "abstention" when abstention cases
+    carry the per-query evidence, else "none"."""
     levels = {q.level for q in queries if q.has_truth}
-    return "+".join(lv for lv in ("chunk", "doc") if lv in levels) or "none"
+    retrieval = "+".join(lv for lv in ("chunk", "doc") if lv in levels)
+    return retrieval or ("abstention" if abstention_cases else "none")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -195,6 +242,10 @@ def _gates(baseline: RunSide, candidate: RunSide, options: CompareOptions,
         name = gate if chunk_ok else doc_variant(gate)
         if name not in {t[1] for t in triples}:
             triples.append((gate, name, "gate"))
+    if (options.abstention_gate and ABSTENTION_GATE in valued
+            and ABSTENTION_GATE not in {t[1] for t in triples}
+            and all(any(r.abstention for r in side.rows) for side in (baseline, candidate))):
+        triples.append((ABSTENTION_GATE, ABSTENTION_GATE, "gate"))
     problems = []
     if not named and triples[0][1] not in valued:
         problems.append(Problem(
@@ -258,29 +309,45 @@ def metric_results(gates: Sequence[tuple[str, str, str]],
 
     deltas = [c - b for b, c in values]
     tests = paired_tests(deltas, options.resamples, options.seed, options.confidence)
+    hibs = [_higher_is_better(name) for _, name, _ in gates]
+    pvalues = [gate_p(t, hib, options) for t, hib in zip(tests, hibs, strict=True)]
     unchanged = [t.n > 0 and not np.any(d) for t, d in zip(tests, deltas, strict=True)]
-    tested = [i for i, t in enumerate(tests) if t.p_value is not None and not unchanged[i]]
-    adjusted = dict(zip(tested, holm(np.array([tests[i].p_value for i in tested])), strict=True))
+    tested = [i for i, p in enumerate(pvalues) if p is not None and not unchanged[i]]
+    adjusted = dict(zip(tested, holm(np.array([pvalues[i] for i in tested])), strict=True))
     level = options.alpha / max(1, len(tested))
+    # the MDE model takes a two-sided level: a one-sided alpha is a two-sided 2·alpha
+    mde_level = level if options.alternative is Alternative.TWO_SIDED else min(0.999, 2 * level)
     out = []
     for i, ((gate, name, role), (vb, vc), t) in enumerate(zip(gates, values, tests,
                                                               strict=True)):
-        hib = _higher_is_better(name)
+        hib = hibs[i]
         p_adj = float(adjusted[i]) if i in adjusted else None
         sig = significance(p_adj, t.mean, hib, options.alpha)
         within = None
         if options.margin is not None and t.n:
-            within = bool(t.ci_low >= -options.margin if hib else t.ci_high <= options.margin)
-        effect = detectable_effect(deltas[i], vb, hib, level)
+            bound = t.ci_low if hib else t.ci_high
+            within = bound is not None and bool(bound >= -options.margin if hib
+                                                else bound <= options.margin)
+        effect = detectable_effect(deltas[i], vb, hib, mde_level)
         out.append(MetricResult(
             name=name, gate=gate, role=role, higher_is_better=hib, n=t.n,
             baseline=float(vb.mean()) if t.n else None,
             candidate=float(vc.mean()) if t.n else None, delta=t.mean, ci_low=t.ci_low,
-            ci_high=t.ci_high, p_value=t.p_value, p_exact=t.p_exact, p_holm=p_adj,
+            ci_high=t.ci_high, p_value=pvalues[i], p_exact=t.p_exact, p_holm=p_adj,
             significant=sig, unchanged=unchanged[i], sd=effect["sd"], mde=effect["mde"],
             mde_alpha=level, within_margin=within, loss_size=effect["loss_size"],
             mde_whole=effect["mde_whole"]))
     return out
+
+
+def gate_p(t: PairedTest, higher_is_better: bool, options: CompareOptions) -> float | None:
+    """The p the gate decides with: two-sided, or one-sided toward "worse" (``less``)."""
+    if t.p_value is None or options.alternative is Alternative.TWO_SIDED:
+        return t.p_value
+    from kebab_mlflow.stats.resampling import one_sided_p
+
+    worse = t.mean is not None and (t.mean < 0 if higher_is_better else t.mean > 0)
+    return one_sided_p(t.p_value, worse, t.p_exact, options.resamples)
 
 
 def _effect(m: MetricResult) -> str:
@@ -308,17 +375,25 @@ def _beyond_margin(m: MetricResult, margin: float | None) -> str:
             f"beyond the margin {number(margin)} (--margin)")
 
 
-def _decide(metrics: Sequence[MetricResult], counts: dict[str, int], n_truth: int,
-            level: str, options: CompareOptions) -> tuple[str, list[str]]:
+def _decide(metrics: Sequence[MetricResult], counts: Mapping[str, int],
+            judged: tuple[int, int], level: str,
+            options: CompareOptions) -> tuple[Verdict, list[str]]:
+    """``judged``: (queries with per-query evidence, of them abstention cases only)."""
     worse = [f"{m.name} is significantly worse ({_effect(m)})"
              for m in metrics if m.significant == "worse"]
-    regressions = counts[QueryKind.REGRESSION]
+    flaky = counts.get("Regression (flaky)", 0)
+    regressions = counts[QueryKind.REGRESSION] - (0 if options.count_flaky else flaky)
+    n_truth, n_abstention = judged
+    cases = f", {n_abstention} of them abstention cases" if n_abstention else ""
+    left_out = (f" ({flaky} flaky left out; --count-flaky counts them)"
+                if flaky and not options.count_flaky else "")
     if n_truth < options.small_set and regressions:
-        worse.append(f"small set: {n_truth} queries with ground truth (< {options.small_set}) "
-                     f"and {regressions} Regression query(ies) at {level} level")
+        worse.append(f"small set: {n_truth} queries with ground truth (< {options.small_set}"
+                     f"{cases}) and {regressions} Regression query(ies) at {level} level"
+                     f"{left_out}")
     if options.max_regressions is not None and regressions > options.max_regressions:
         worse.append(f"{regressions} Regression queries (hit → miss at {level} level) > "
-                     f"--max-regressions {options.max_regressions}")
+                     f"--max-regressions {options.max_regressions}{left_out}")
     if worse:
         return Verdict.REGRESSED, worse
     better = [f"{m.name} is significantly better ({_effect(m)})"
@@ -335,20 +410,38 @@ def _decide(metrics: Sequence[MetricResult], counts: dict[str, int], n_truth: in
     return Verdict.SAME, reasons
 
 
+def _level_words(options: CompareOptions) -> str:
+    """The test and the level it really has on the worse side."""
+    a = options.alpha
+    if options.alternative is Alternative.LESS:
+        return (f"one-sided sign-flip p < {a:g} (--alternative less: the whole alpha on the "
+                "worse side)")
+    return (f"two-sided sign-flip p < {a:g} and a worse mean, i.e. a one-sided level of "
+            f"{a / 2:g} (--alternative less spends all of {a:g} on the worse side)")
+
+
 def rule_text(options: CompareOptions) -> str:
     margin = ("" if options.margin is None else
               f"; Inconclusive instead of Same if some gated metric's CI has its worse bound "
               f"beyond the margin {options.margin:g}")
     cap = ("" if options.max_regressions is None else
            f", or if more than {options.max_regressions} queries are Regressions")
+    abstention = ("abstention_accuracy is gated too when both runs have abstention cases"
+                  if options.abstention_gate else "abstention_accuracy not gated "
+                  "(--no-abstention-gate)")
+    better = ("Better never (a one-sided test for a regression)"
+              if options.alternative is Alternative.LESS else
+              f"Better if not Regressed and some gated metric is better with adjusted p < "
+              f"{options.alpha:g}")
     return (f"Regressed if the primary metric (or a --gate metric) is worse with Holm-adjusted "
-            f"sign-flip p < {options.alpha:g}, or if fewer than {options.small_set} compared "
-            f"queries have ground truth and at least one query is a Regression (hit → miss)"
-            f"{cap}; Better if not Regressed and some gated metric is better with adjusted p < "
-            f"{options.alpha:g}; Same otherwise{margin}. {options.confidence:.0%} percentile "
-            f"bootstrap CI ({options.resamples} resamples, reported, never decides alone); "
-            f"sign-flip p exact when the flips can be enumerated, else {options.resamples} "
-            f"flips with the +1 correction; seed {options.seed}.")
+            f"{_level_words(options)}, or if fewer than {options.small_set} compared "
+            f"queries have ground truth (an abstention case counts) and at least one query is a "
+            f"Regression (hit → miss, or correct refusal → incorrect answer; a query flaky "
+            f"under run --repeat counts only with --count-flaky){cap}; "
+            f"{abstention}; {better}; Same otherwise{margin}. {options.confidence:.0%} "
+            f"percentile bootstrap CI ({options.resamples} resamples, reported, never decides "
+            f"alone); sign-flip p exact when the flips can be enumerated, else "
+            f"{options.resamples} flips with the +1 correction; seed {options.seed}.")
 
 
 def compare_runs(baseline: RunSide, candidate: RunSide,
@@ -370,13 +463,18 @@ def compare_runs(baseline: RunSide, candidate: RunSide,
     if problems:
         raise ComparisonRefused(problems)
 
-    counts = {k: 0 for k in KINDS} | Counter(q.kind for q in queries)
-    n_truth = sum(q.has_truth for q in queries)
-    level = _comparison_level(queries)
+    counts: dict[str, int] = {k: 0 for k in KINDS} | Counter(q.kind for q in queries)
+    flaky_regressions = sum(q.kind == QueryKind.REGRESSION and q.flaky for q in queries)
+    abstention_only = sum(not q.has_truth and b.abstention is not None
+                          and c.abstention is not None
+                          for q, (b, c) in zip(queries, pairs, strict=True))
+    n_truth = sum(q.has_truth for q in queries) + abstention_only
+    level = _comparison_level(queries, abstention_only)
     metrics = metric_results(gates, [_paired(pairs, name) for _, name, _ in gates], options)
     warnings += [f"gated metric {m.name} has no query scored by both runs"
                  for m in metrics if m.n == 0]
-    verdict, reasons = _decide(metrics, counts, n_truth, level, options)
+    verdict, reasons = _decide(metrics, counts | {"Regression (flaky)": flaky_regressions},
+                               (n_truth, abstention_only), level, options)
     vb, vc = baseline.versions, candidate.versions
     versions = tuple((k, vb[k], vc[k], vb[k] == vc[k] and vb[k] != "unknown")
                      for k in VERSION_KEYS)
@@ -386,4 +484,4 @@ def compare_runs(baseline: RunSide, candidate: RunSide,
                       notes=findings.notes, options=options,
                       n_queries=len(queries), n_with_truth=n_truth, dropped=dropped,
                       metrics=tuple(metrics), queries=queries, private=private, counts=counts,
-                      primary_source=source)
+                      primary_source=source, flaky_regressions=flaky_regressions)

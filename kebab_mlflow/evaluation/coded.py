@@ -62,7 +62,7 @@ def coded_tables(batch: Sequence[GoldenQuery], codes: np.ndarray, doc_code: Mapp
     hits are documents (chunk id = doc id, no repeats), so one code matrix serves all three;
     the judgments are the same dicts ``retrieval_tables``/``judged_table`` build."""
     levels = {
-        "chunk": (dict.fromkeys(q.expected_chunk_ids, 1) for q in batch),
+        "chunk": (q.chunk_grades for q in batch),
         "doc": (q.relevant_doc_grades for q in batch),
         "judged": (dict.fromkeys(q.expected_doc_ids, 1) for q in batch),
     }

@@ -24,6 +24,7 @@ from kebab_mlflow import names, progress
 from kebab_mlflow import vocabulary as vocab
 from kebab_mlflow.config import build_config, digest, flatten, redacted
 from kebab_mlflow.errors import ConfigError
+from kebab_mlflow.evaluation.evidence import EvidenceRun, prepare_evidence
 from kebab_mlflow.evaluation.per_query import PerQueryRow, read_per_query
 from kebab_mlflow.evaluation.runner import check_expected_ids, run_queries
 from kebab_mlflow.golden import GoldenSet, load_golden_set
@@ -78,6 +79,9 @@ class EvalResult:
     per_query_sha256: str
     timings: Mapping[str, float] = field(default_factory=dict)
     ask: bool | None = None  # the run-wide --ask/--no-ask override, None: per query
+    repeat: int = 1  # run --repeat N: every query N times (evaluation/repeats.py)
+    # evidence_rule / evidence_tau when the golden set's evidence was resolved
+    evidence_params: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def metrics(self) -> dict[str, float]:
@@ -104,6 +108,8 @@ class EvalResult:
                 vocab.GOLDEN_SET: self.golden.name, vocab.N_QUERIES: len(self.golden),
                 vocab.SEED: self.seed,
                 **({} if self.ask is None else {vocab.ASK: "all" if self.ask else "none"}),
+                **({} if self.repeat == 1 else {vocab.REPEAT: self.repeat}),
+                **self.evidence_params,
                 **_rest(pipeline, vocab.PRESET, vocab.BACKEND)}
 
 
@@ -187,7 +193,7 @@ def as_pipeline(pipeline: Any, concurrency: int = 1,
 def evaluate(pipeline: Any, golden: GoldenSet | str | Path, *, k: int = 10,
              cutoffs: Sequence[int] | None = None, seed: int = 0, fail_fast: bool = False,
              concurrency: int = 1, per_query_path: Path | None = None,
-             ask: bool | None = None) -> EvalResult:
+             ask: bool | None = None, repeat: int = 1) -> EvalResult:
     """Run every query of ``golden`` through ``pipeline`` and score it (no MLflow).
 
     ``k`` is the retrieval depth; metrics are reported at ``cutoffs`` (each ≤ ``k``, else a
@@ -203,30 +209,40 @@ def evaluate(pipeline: Any, golden: GoldenSet | str | Path, *, k: int = 10,
     pipeline, source = as_pipeline(pipeline, concurrency, golden)
     if hasattr(pipeline, "chunk_ids") and hasattr(pipeline, "doc_ids"):
         check_expected_ids(golden, pipeline.chunk_ids, pipeline.doc_ids)
+    golden, evidence = prepare_evidence(golden, pipeline)
     index_s = time.perf_counter() - t0
     return evaluate_prepared(pipeline, source, golden, k, ks, seed=seed, fail_fast=fail_fast,
-                             per_query_path=per_query_path, index_s=index_s, ask=ask)
+                             per_query_path=per_query_path, index_s=index_s, ask=ask,
+                             repeat=repeat, evidence=evidence)
 
 
 def evaluate_prepared(pipeline: Any, source: PipelineSource, golden: GoldenSet, k: int,
                       cutoffs: Sequence[int], *, seed: int = 0, fail_fast: bool = False,
                       per_query_path: Path | None = None, index_s: float = 0.0,
-                      ask: bool | None = None) -> EvalResult:
+                      ask: bool | None = None, repeat: int = 1,
+                      evidence: EvidenceRun | None = None) -> EvalResult:
     """:func:`evaluate` for a pipeline already built and checked against the golden set
-    (``ask`` already applied to it: :func:`with_ask`; here it is only recorded)."""
+    (``ask`` already applied to it: :func:`with_ask`; here it is only recorded). ``evidence``:
+    from :func:`kebab_mlflow.evaluation.evidence.prepare_evidence`, which gave ``golden``."""
     warn_unanswered(golden)
     keep: tempfile.TemporaryDirectory | None = None
     if per_query_path is None:
         keep = tempfile.TemporaryDirectory(prefix="kebab-eval-")
         per_query_path = Path(keep.name) / "per_query.jsonl"
-    outcome = run_queries(pipeline, golden, k, cutoffs, per_query_path, fail_fast=fail_fast)
+    if repeat < 1:
+        raise ConfigError(f"--repeat must be >= 1, got {repeat}")
+    outcome = run_queries(pipeline, golden, k, cutoffs, per_query_path, fail_fast=fail_fast,
+                          repeat=repeat, evidence=evidence)
     versions = getattr(pipeline, "versions", None)
+    evidence_timing = {} if evidence is None else {"evidence_s": evidence.seconds}
     known = versions if isinstance(versions, VersionSnapshot) else VersionSnapshot()
     result = EvalResult(golden=golden, source=source, versions=known,
                         k=k, cutoffs=tuple(cutoffs), seed=seed, aggregate=outcome.aggregate,
                         scores=outcome.scores,
                         per_query_path=per_query_path, per_query_sha256=outcome.per_query_sha256,
-                        timings={"index_s": index_s, **outcome.timings}, ask=ask)
+                        timings={"index_s": index_s, **evidence_timing, **outcome.timings},
+                        ask=ask, repeat=repeat,
+                        evidence_params={} if evidence is None else evidence.params())
     if keep is not None:
         weakref.finalize(result, keep.cleanup)
     return result

@@ -6,7 +6,15 @@ users ``jq``. Core keys (more may be added)::
                 "similarity"} | null,
      "scores": {metric: value | null}, "latency_ms", "error",
      "first_relevant_rank": {level: rank | 0 (a miss) | null (no ground truth)},
-     "truncated_hits": N}   # only when the pipeline returned N hits past k (dropped)
+     "truncated_hits": N,   # only when the pipeline returned N hits past k (dropped)
+     "abstention": "correct_refusal" | "boundary_partial" | "incorrect_answer",
+                            # only on an unanswerable ask query (metrics/answers.py)
+     "repeats": [{"hits", "answer", "scores", "latency_ms", "error"}], "flip_rate",
+     "topk_churn",          # only with run --repeat N (evaluation/repeats.py): scores are
+                            # then the means over the repeats, hits and answer the first's
+     "evidence": [{"doc", "start", "end", "grade",
+                   "chunks": [{"chunk_id", "span_share", "chunk_share", "relevant"}]}]}
+                            # only for a query with evidence spans: how each resolved
 
 A private golden set drops ``query`` and ``answer.text`` (ids and numbers only). Hit text is
 never written. Floats are written as JSON numbers, NaN scores as null.
@@ -25,11 +33,13 @@ from typing import IO, Any
 from kebab_mlflow.errors import PerQueryError, Problem
 from kebab_mlflow.files import file_digest  # noqa: F401 - compare reads it from here
 from kebab_mlflow.golden import GoldenQuery
+from kebab_mlflow.metrics.answers import AbstentionOutcome, abstention_outcome
 from kebab_mlflow.records import QueryResult
 
 
 def record(query: GoldenQuery, result: QueryResult, scores: Mapping[str, float],
-           private: bool, first_relevant: Mapping[str, float] | None = None) -> dict[str, Any]:
+           private: bool, first_relevant: Mapping[str, float] | None = None,
+           evidence: list[dict[str, object]] | None = None) -> dict[str, Any]:
     """One line of ``per_query.jsonl``. ``first_relevant``: level → rank of the first relevant
     hit (0 = none within the depth, NaN = no ground truth), written as ``first_relevant_rank``
     so that ``compare`` can tell a regression at any retrieval depth (``mrr`` needs 10)."""
@@ -52,9 +62,14 @@ def record(query: GoldenQuery, result: QueryResult, scores: Mapping[str, float],
     }
     if result.truncated_hits:  # the pipeline returned more than k: only the first k are kept
         rec["truncated_hits"] = result.truncated_hits
+    outcome = abstention_outcome(query, result.answer)
+    if outcome is not None:  # compare's per-query evidence on abstention cases
+        rec["abstention"] = str(outcome)
     if first_relevant is not None:
         rec["first_relevant_rank"] = {level: (None if math.isnan(r) else int(r))
                                       for level, r in first_relevant.items()}
+    if evidence is not None:  # offsets and ids only: no quote, for private sets too
+        rec["evidence"] = evidence
     if private and result.error:
         rec["error"] = result.error.split(":", 1)[0]  # exception type only: messages may quote text
     return rec
@@ -94,15 +109,21 @@ class PerQueryRow:
     latency_ms: float
     error: str | None
     first_relevant_rank: dict | None = None  # level -> rank, 0 = miss, None = no truth
+    abstention: str | None = None  # an unanswerable ask query's AbstentionOutcome
+    flip_rate: float | None = None  # run --repeat: share of repeats off the modal outcome
+    evidence: tuple[dict[str, Any], ...] | None = None  # how its evidence spans resolved
 
 
-def read_per_query(path: Path) -> Iterator[PerQueryRow]:
-    """Read rows back; any malformed line is a PerQueryError naming file and line."""
+def read_per_query(path: Path, shown_as: str | None = None) -> Iterator[PerQueryRow]:
+    """Read rows back; any malformed line is a PerQueryError naming file and line —
+    ``shown_as`` instead of ``path`` for a download about to be deleted (compare names the
+    run and its artifact, not a temporary folder that will not exist)."""
+    where = shown_as or str(path)
     with path.open("rb") as fh:
         for lineno, raw in enumerate(fh, 1):
             if not raw.strip():
                 continue
-            yield _row(raw, f"{path}:{lineno}")
+            yield _row(raw, f"{where}:{lineno}")
 
 
 def _row(raw: bytes, where: str) -> PerQueryRow:
@@ -149,8 +170,22 @@ def _row(raw: bytes, where: str) -> PerQueryRow:
             for v in first.values())):
         problems.append(Problem("'first_relevant_rank' must map levels to ranks >= 0 or null",
                                 where))
+    abstention = rec.get("abstention")  # absent on other queries and in older files
+    if abstention is not None and abstention not in set(AbstentionOutcome):
+        problems.append(Problem(f"'abstention' must be one of "
+                                f"{', '.join(AbstentionOutcome)} or absent", where))
+    flip = rec.get("flip_rate")  # only in files of run --repeat
+    if flip is not None and (not isinstance(flip, (int, float)) or isinstance(flip, bool)
+                             or not 0 <= flip <= 1):
+        problems.append(Problem("'flip_rate' must be a number in [0, 1] or absent", where))
+    evidence = rec.get("evidence")  # only for queries with evidence spans
+    if evidence is not None and not (isinstance(evidence, list)
+                                     and all(isinstance(e, dict) for e in evidence)):
+        problems.append(Problem("'evidence' must be a list of objects", where))
     if problems:
         raise PerQueryError("unreadable per_query.jsonl", problems)
     return PerQueryRow(id=rec["id"], query=query, hits=tuple(hits), answer=answer, scores=scores,
                        latency_ms=float(latency), error=error,
-                       first_relevant_rank=first)
+                       first_relevant_rank=first, abstention=abstention,
+                       flip_rate=None if flip is None else float(flip),
+                       evidence=None if evidence is None else tuple(evidence))

@@ -105,8 +105,9 @@ def optimization_history(values: Sequence[float | None], path: Path, title: str,
     fig = _figure(figsize=(7, 4.5))
     ax = fig.subplots()
     trials = [i for i, v in enumerate(values) if v is not None]
-    scores = [values[i] for i in trials]
-    best, running = [], float("-inf")
+    scores = [v for v in values if v is not None]  # in the order of ``trials``
+    best: list[float] = []
+    running = float("-inf")
     for v in scores:
         running = max(running, v)
         best.append(running)

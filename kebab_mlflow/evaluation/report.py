@@ -25,7 +25,8 @@ BREAKDOWN_COLUMNS = {*HEADLINE, "map_doc", "recall_at_100_doc"}
 # What the summary shows per retrieval level, when the run has it: these families (any
 # cut-off for recall, so recall_at_100_doc of a --k 100 run is there), and judged_at_10_doc.
 _HEADLINE_FAMILIES = {"hit": (1, 5), "mrr": (), "map": (), "ndcg": (10,),
-                      "precision": (5,), "recall": None, "judged": (10,)}
+                      "precision": (5,), "recall": None, "judged": (10,),
+                      "evidence_precision": (5,), "evidence_recall": (5,)}
 
 
 def _description(name: str) -> str:

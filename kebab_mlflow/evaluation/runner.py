@@ -4,11 +4,14 @@ per-query scores accumulated, aggregate blocks built. No MLflow here.
 Queries go to the pipeline in batches when it has ``search_batch`` (the reference pipeline
 scores a batch with one sparse product); a batch that raises is retried query by query so one
 bad query is recorded as that query's error and counted in ``error_rate``. A query's latency
-is its share of the batch search time plus its own ``ask`` time.
+is its share of the batch search time plus its own ``ask`` time. One-time loads are not: a
+pipeline with ``warm_up()`` (the reference pipeline loads its tokenizer — Kiwi — and answerer
+statistics there) is warmed up before the first query, timed apart as ``latency/load_ms``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import traceback
 from collections.abc import Sequence
@@ -21,7 +24,15 @@ import numpy as np
 from kebab_mlflow import progress
 from kebab_mlflow.errors import CorpusError, Problem, QueryFailed
 from kebab_mlflow.evaluation.coded import CODED_BATCH, score_coded_batch, timed_coded_hits
+from kebab_mlflow.evaluation.evidence import EvidenceRun
 from kebab_mlflow.evaluation.per_query import PerQueryWriter, record
+from kebab_mlflow.evaluation.repeats import (
+    RepeatStats,
+    mean_scores,
+    query_stats,
+    repeats_block,
+    write_flaky_list,
+)
 from kebab_mlflow.golden import GoldenQuery, GoldenSet
 from kebab_mlflow.interrupts import checkpoint
 from kebab_mlflow.metrics.aggregate import Aggregate, aggregate_block, breakdowns, counts
@@ -110,7 +121,10 @@ def _validate_hits(hits: Sequence[Any]) -> str | None:
 
 
 def run_queries(pipeline: Any, golden: GoldenSet, depth: int, cutoffs: Sequence[int],
-                per_query_path: Path, *, fail_fast: bool = False) -> EvalOutcome:
+                per_query_path: Path, *, fail_fast: bool = False,
+                repeat: int = 1, evidence: EvidenceRun | None = None) -> EvalOutcome:
+    """``repeat`` > 1: every query that many times (evaluation/repeats.py). ``evidence``: the
+    run's evidence (evaluation/evidence.py), scored beside the rest."""
     writer = PerQueryWriter(per_query_path)
     chunks: dict[str, list[np.ndarray]] = {}
     answers: list[Answer | None] = []
@@ -118,8 +132,10 @@ def run_queries(pipeline: Any, golden: GoldenSet, depth: int, cutoffs: Sequence[
     t_pipeline = t_metrics = 0.0
     with_answers = getattr(pipeline, "answers", True) and any(q.ask for q in golden.queries)
     # a run file hands its hits over as codes (evaluation/coded.py): bigger batches, no Hits
-    by_codes = hasattr(pipeline, "coded") and not with_answers
+    by_codes = hasattr(pipeline, "coded") and not with_answers and repeat == 1
+    stats: list[RepeatStats] = []
     step = CODED_BATCH if by_codes else BATCH_SIZE
+    load_ms = warm_up(pipeline)
     with progress.task("queries", len(golden.queries), "q") as task:
         try:
             for start in range(0, len(golden.queries), step):
@@ -129,8 +145,10 @@ def run_queries(pipeline: Any, golden: GoldenSet, depth: int, cutoffs: Sequence[
                     if by_codes else None
                 if scored is None:
                     scored = _batch_by_hits(pipeline, golden, batch, depth, cutoffs, writer,
-                                            with_answers, fail_fast)
-                scores, batch_answers, batch_latencies, spent_pipeline, spent_metrics = scored
+                                            with_answers, fail_fast, repeat, evidence)
+                scores, batch_answers, batch_latencies, spent_pipeline, spent_metrics, \
+                    batch_stats = scored
+                stats += batch_stats
                 for name, values in scores.items():
                     chunks.setdefault(name, []).append(values)
                 answers += batch_answers
@@ -142,39 +160,97 @@ def run_queries(pipeline: Any, golden: GoldenSet, depth: int, cutoffs: Sequence[
             digest = writer.close()
     t2 = time.perf_counter()
     all_scores = {k: np.concatenate(v) for k, v in chunks.items()}
-    aggregate = build_aggregate(golden, all_scores, answers, np.array(latencies))
+    aggregate = build_aggregate(golden, all_scores, answers, np.array(latencies), load_ms)
+    if repeat > 1:
+        write_flaky_list(per_query_path.parent, stats)
+        aggregate = dataclasses.replace(aggregate, repeats=repeats_block(repeat, stats))
     t_metrics += time.perf_counter() - t2
     return EvalOutcome(aggregate=aggregate, per_query_path=per_query_path, per_query_sha256=digest,
                        scores=all_scores,
                        timings={"pipeline_s": t_pipeline, "metrics_s": t_metrics})
 
 
+def warm_up(pipeline: Any) -> float | None:
+    """Milliseconds the pipeline's ``warm_up()`` took; None when it has none."""
+    warm = getattr(pipeline, "warm_up", None)
+    if not callable(warm):
+        return None
+    start = time.perf_counter()
+    warm()
+    return (time.perf_counter() - start) * 1000.0
+
+
+def _batch_results(pipeline: Any, batch: Sequence[GoldenQuery], depth: int
+                   ) -> list[QueryResult]:
+    if hasattr(pipeline, "run_many"):  # targets that search and answer in one call
+        return _run_many(pipeline, batch, depth)
+    return [_answer(pipeline, q, *searched, depth)
+            for q, searched in zip(batch, _search_batch(pipeline, batch, depth), strict=True)]
+
+
 def _batch_by_hits(pipeline: Any, golden: GoldenSet, batch: Sequence[GoldenQuery], depth: int,
                    cutoffs: Sequence[int], writer: PerQueryWriter, with_answers: bool,
-                   fail_fast: bool):
-    """Search (and answer) one batch, score it and write its lines: (scores, answers,
-    latencies, pipeline seconds, metrics seconds)."""
-    t0 = time.perf_counter()
-    if hasattr(pipeline, "run_many"):  # targets that search and answer in one call
-        results = _run_many(pipeline, batch, depth)
-    else:
-        results = [_answer(pipeline, q, *searched, depth)
-                   for q, searched in zip(batch, _search_batch(pipeline, batch, depth),
-                                          strict=True)]
+                   fail_fast: bool, repeat: int = 1, evidence: EvidenceRun | None = None):
+    """Search (and answer) one batch ``repeat`` times, score it and write its lines: (scores
+    — means over the repeats —, answers of the first repeat, every latency, pipeline seconds,
+    metrics seconds, per-query repeat stats)."""
+    spent_pipeline = spent_metrics = 0.0
+    runs: list[tuple[list[QueryResult], dict[str, np.ndarray], dict[str, np.ndarray]]] = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        results = _batch_results(pipeline, batch, depth)
+        t1 = time.perf_counter()
+        failed = next((r for r in results if r.error), None)
+        if fail_fast and failed:
+            raise QueryFailed(f"query {failed.query_id} raised: "
+                              f"{shown_error(failed.error, golden.private)}")
+        tables = retrieval_tables(batch, results, depth)
+        scores = score_results(batch, results, depth, cutoffs, with_answers=with_answers,
+                               tables=tables)
+        if evidence is not None:
+            scores.update(evidence.scores(batch, results, cutoffs))
+        runs.append((results, scores, first_relevant_ranks(tables)))
+        spent_pipeline += t1 - t0
+        spent_metrics += time.perf_counter() - t1
     t1 = time.perf_counter()
-    failed = next((r for r in results if r.error), None)
-    if fail_fast and failed:
-        raise QueryFailed(f"query {failed.query_id} raised: "
-                          f"{shown_error(failed.error, golden.private)}")
-    tables = retrieval_tables(batch, results, depth)
-    scores = score_results(batch, results, depth, cutoffs, with_answers=with_answers,
-                           tables=tables)
-    ranks = first_relevant_ranks(tables)
-    for i, (q, r) in enumerate(zip(batch, results, strict=True)):
-        writer.write(record(q, r, {k: v[i] for k, v in scores.items()}, golden.private,
-                            {level: v[i] for level, v in ranks.items()}))
-    return (scores, [r.answer for r in results], [r.latency_ms for r in results], t1 - t0,
-            time.perf_counter() - t1)
+    stats = _write_lines(golden, batch, runs, writer, evidence)
+    results, scores = runs[0][0], (runs[0][1] if repeat == 1
+                                   else mean_scores([r[1] for r in runs]))
+    latencies = [r.latency_ms for rs, _, _ in runs for r in rs]
+    return (scores, [r.answer for r in results], latencies, spent_pipeline,
+            spent_metrics + time.perf_counter() - t1, stats)
+
+
+def _write_lines(golden: GoldenSet, batch: Sequence[GoldenQuery], runs: Sequence[Any],
+                 writer: PerQueryWriter,
+                 evidence: EvidenceRun | None = None) -> list[RepeatStats]:
+    """One line per query; with repeats, the means as its scores, each repeat in
+    ``repeats``, its ``flip_rate`` and ``topk_churn``."""
+    results, scores, ranks = runs[0]
+    if len(runs) == 1:
+        for i, (q, r) in enumerate(zip(batch, results, strict=True)):
+            writer.write(record(q, r, {k: v[i] for k, v in scores.items()}, golden.private,
+                                {level: v[i] for level, v in ranks.items()},
+                                evidence.audit(q.id) if evidence is not None else None))
+        return []
+    means = mean_scores([r[1] for r in runs])
+    stats = query_stats([q.id for q in batch], [r[1] for r in runs], [r[0] for r in runs])
+    for i, q in enumerate(batch):
+        rec = record(q, results[i], {k: v[i] for k, v in means.items()}, golden.private,
+                     {level: v[i] for level, v in ranks.items()},
+                     evidence.audit(q.id) if evidence is not None else None)
+        rec["repeats"] = [_repeat_entry(record(q, rs[i], {k: v[i] for k, v in sc.items()},
+                                               golden.private))
+                          for rs, sc, _ in runs]
+        rec["flip_rate"], rec["topk_churn"] = stats[i].flip_rate, stats[i].topk_churn
+        writer.write(rec)
+    return stats
+
+
+def _repeat_entry(rec: dict[str, Any]) -> dict[str, Any]:
+    """A repeat as kept in its query's line: what the pipeline returned and how it scored."""
+    return {k: rec[k] for k in ("hits", "answer", "scores", "latency_ms", "error")
+            if k in rec}
 
 
 def _batch_by_codes(pipeline: Any, golden: GoldenSet, batch: Sequence[GoldenQuery], depth: int,
@@ -189,7 +265,7 @@ def _batch_by_codes(pipeline: Any, golden: GoldenSet, batch: Sequence[GoldenQuer
                                                  golden.private, seconds)
     for line in lines:
         writer.write_line(line)
-    return scores, [None] * len(batch), latencies, seconds, time.perf_counter() - t1
+    return scores, [None] * len(batch), latencies, seconds, time.perf_counter() - t1, []
 
 
 def _answer(pipeline: Any, query: GoldenQuery, hits, error, seconds,
@@ -236,7 +312,8 @@ def _run_many(pipeline: Any, queries: Sequence[GoldenQuery], depth: int) -> list
 
 
 def build_aggregate(golden: GoldenSet, scores: dict[str, np.ndarray],
-                    answers: Sequence[Answer | None], latencies_ms: np.ndarray) -> Aggregate:
+                    answers: Sequence[Answer | None], latencies_ms: np.ndarray,
+                    load_ms: float | None = None) -> Aggregate:
     queries = golden.queries
     calibration: dict[str, Any] = {}
     if "contains_all" in scores:
@@ -251,10 +328,18 @@ def build_aggregate(golden: GoldenSet, scores: dict[str, np.ndarray],
         counts=counts(queries),
         **breakdowns(queries, scores),
         abstention_outcomes=abstention_outcomes(queries, answers),
-        latency={"p50_ms": float(np.percentile(latencies_ms, 50)),
-                 "p95_ms": float(np.percentile(latencies_ms, 95)),
-                 "mean_ms": float(latencies_ms.mean())} if latencies_ms.size else None,
+        latency=_latency(latencies_ms, load_ms),
         **calibration)
+
+
+def _latency(latencies_ms: np.ndarray, load_ms: float | None) -> dict[str, float] | None:
+    """The queries' latency percentiles; ``load_ms``: the warm-up, apart from them."""
+    if not latencies_ms.size:
+        return None
+    block = {"p50_ms": float(np.percentile(latencies_ms, 50)),
+             "p95_ms": float(np.percentile(latencies_ms, 95)),
+             "mean_ms": float(latencies_ms.mean())}
+    return block if load_ms is None else {**block, "load_ms": load_ms}
 
 
 def _uncalibrated(answer: Answer) -> float | None:

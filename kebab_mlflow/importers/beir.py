@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import csv
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from kebab_mlflow.errors import CorpusError, Problem
+from kebab_mlflow.files import json_loads
 
 # Folder names that say how a collection is stored, not which one it is: a collection kept as
 # ``<collection>/beir/`` is named after ``<collection>``.
@@ -78,12 +79,12 @@ def import_beir(folder: Path, split: str, out: Path, name: str | None = None) ->
         raise CorpusError(f"not a BEIR folder: missing {', '.join(missing)}")
     qrels = read_qrels(qrels_path)
     entries, skipped = [], 0
-    with queries_path.open(encoding="utf-8") as fh:
+    with queries_path.open("rb") as fh:  # bytes: a line that is not UTF-8 is named too
         for lineno, line in enumerate(fh, 1):
             if not line.strip():
                 continue
             try:
-                rec = json.loads(line)
+                rec = json_loads(line.decode("utf-8"))
                 qid, text = str(rec["_id"]), rec["text"]
                 if not isinstance(text, str):
                     raise TypeError(f"'text' is a {type(text).__name__}")
@@ -104,7 +105,7 @@ def import_beir(folder: Path, split: str, out: Path, name: str | None = None) ->
               "left out. Doc-level ground truth only: judge with the _doc metrics.\n")
     name = name or f"{collection_name(folder)}-{split}"
     corpus = find_corpus(folder)
-    doc: dict = {"name": name}
+    doc: dict[str, Any] = {"name": name}
     if corpus is not None:
         doc["corpus"] = _recorded_path(corpus, out)
     doc["queries"] = entries

@@ -7,7 +7,9 @@ Output, in ``out``:
 - ``train.yaml`` and ``test.yaml`` — golden sets. An answerable question has
   ``must_contain`` = its gold answer span (the first one where SQuAD gives several),
   ``expected_doc_ids`` = its paragraph and ``expected_chunk_ids`` = ``<passage_id>#0`` (run with
-  ``--set chunker.mode=document``, which keeps each paragraph as one chunk), ``ask: true``.
+  ``--set chunker.mode=document``, which keeps each paragraph as one chunk), ``ask: true``,
+  and ``evidence`` = the answer span as a quote of the paragraph (``answer_start`` picks the
+  occurrence), so chunk-level truth holds under any chunking (kebab_mlflow/evidence/).
   An abstention case is a question whose paragraph was dropped from the corpus *and whose gold
   span occurs in no kept paragraph* (of any article): ``answerable: false``,
   ``query_type: abstention``, no expected ids.
@@ -40,10 +42,14 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from kebab_mlflow.errors import CorpusError, InputError, Problem
+
+if TYPE_CHECKING:  # numpy loads with the split
+    import numpy as np
 
 ABSTENTION_RULES = ("unanswerable", "dropped")
 HANGUL_SHARE = 0.3  # of a question's words, from which it is `lang: ko`
@@ -58,6 +64,7 @@ class QA:
     passage_id: str
     context: str
     answer: str
+    answer_start: int | None = None  # where the answer is in the context, as the data says
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -97,9 +104,10 @@ def read_squad(source: Path) -> list[QA]:
             try:
                 r = json.loads(line)
                 texts = r["answers"]["text"]
+                starts = r["answers"].get("answer_start") or [None]
                 rows.append(QA(id=str(r["id"]), question=r["question"], title=r["title"],
-                               passage_id=str(r["passage_id"]),
-                               context=r["context"], answer=texts[0]))
+                               passage_id=str(r["passage_id"]), context=r["context"],
+                               answer=texts[0], answer_start=_start(starts[0])))
             except (ValueError, KeyError, TypeError, IndexError) as exc:
                 problems.append(Problem(f"not a QA record ({type(exc).__name__}: {exc})",
                                         f"{source}:{lineno}"))
@@ -114,8 +122,9 @@ def _read_squad_json(source: Path) -> list[QA]:
     try:
         data = json.loads(source.read_text(encoding="utf-8"))["data"]
         rows = [QA(id=str(qa["id"]), question=qa["question"], title=article["title"],
-                   passage_id=f"{a}_{p}",
-                   context=para["context"], answer=qa["answers"][0]["text"])
+                   passage_id=f"{a}_{p}", context=para["context"],
+                   answer=qa["answers"][0]["text"],
+                   answer_start=_start(qa["answers"][0].get("answer_start")))
                 for a, article in enumerate(data)
                 for p, para in enumerate(article["paragraphs"])
                 for qa in para["qas"] if qa.get("answers")]
@@ -123,6 +132,10 @@ def _read_squad_json(source: Path) -> list[QA]:
         raise CorpusError(f"{source} is not SQuAD v1.1 JSON ({type(exc).__name__}: {exc})") \
             from None
     return _checked(rows, str(source))
+
+
+def _start(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _checked(rows: list[QA], source: str) -> list[QA]:
@@ -195,7 +208,8 @@ def _check_options(abstain_share: float, test_share: float, abstention: str) -> 
         raise InputError("invalid import-squad options", problems)
 
 
-def _split_by_article(rows: Sequence[QA], test_share: float, rng, source: Path) -> dict[str, str]:
+def _split_by_article(rows: Sequence[QA], test_share: float, rng: np.random.Generator,
+                      source: Path) -> dict[str, str]:
     """title → "train" | "test", the articles in a seeded random order."""
     titles = sorted({r.title for r in rows})
     if len(titles) < 2:
@@ -207,7 +221,7 @@ def _split_by_article(rows: Sequence[QA], test_share: float, rng, source: Path) 
 
 
 def _dropped_paragraphs(paragraphs: dict[str, QA], split_of: dict[str, str],
-                        abstain_share: float, rng) -> set[str]:
+                        abstain_share: float, rng: np.random.Generator) -> set[str]:
     dropped: set[str] = set()
     for split in ("train", "test"):
         pids = sorted(p for p, r in paragraphs.items() if split_of[r.title] == split)
@@ -256,17 +270,37 @@ def _write_split(split: str, members: list[QA], dropped: set[str], left_out: set
                       dropped_paragraphs=len(pids & dropped), left_out=n_left_out)
 
 
-def _entry(r: QA, abstain: bool, lang: str) -> dict:
+def _entry(r: QA, abstain: bool, lang: str) -> dict[str, Any]:
     if abstain:
         return {"id": r.id, "query": r.question, "ask": True, "answerable": False,
                 "query_type": "abstention", "hardcase_categories": ["dropped_paragraph"],
                 "lang": lang}
+    evidence = answer_evidence(r)
     return {"id": r.id, "query": r.question, "expected_doc_ids": [r.passage_id],
-            "expected_chunk_ids": [f"{r.passage_id}#0"], "must_contain": [r.answer],
+            "expected_chunk_ids": [f"{r.passage_id}#0"],
+            **({"evidence": [evidence]} if evidence else {}), "must_contain": [r.answer],
             "ask": True, "query_type": "single_doc", "group": r.passage_id, "lang": lang}
 
 
-def _passage_order(pid: str) -> tuple:
+def answer_evidence(r: QA) -> dict[str, object] | None:
+    """The gold answer span as an evidence entry (kebab_mlflow/evidence/spec.py): its text as
+    a quote of the paragraph, with the occurrence ``answer_start`` points at when the text
+    occurs more than once. None when ``answer_start`` is missing or off and the text is not
+    unique (SQuAD has a few misaligned starts): no guess."""
+    found = [m.start() for m in re.finditer(f"(?={re.escape(r.answer)})", r.context)]
+    if r.answer_start in found:
+        occurrence = found.index(r.answer_start) + 1
+    elif len(found) == 1:
+        occurrence = 1
+    else:
+        return None
+    entry: dict[str, object] = {"doc": r.passage_id, "quote": r.answer}
+    if len(found) > 1:
+        entry["occurrence"] = occurrence
+    return entry
+
+
+def _passage_order(pid: str) -> tuple[tuple[int, int, str], ...]:
     """Natural order ("2_10" after "2_9"); a part that is a number sorts before one that is not,
     so ids of both kinds ("3_1", "a_1") still compare."""
     return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in pid.split("_"))

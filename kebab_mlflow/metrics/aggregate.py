@@ -59,7 +59,7 @@ def counts(queries: Sequence[GoldenQuery]) -> dict[str, int]:
 BREAKDOWNS = ("by_query_type", "by_hardcase_category", "by_metadata_field")
 # blocks of named numbers (counts, shares, ECE/Brier, latency) that are MLflow metrics too
 SCALAR_BLOCKS = ("abstention_outcomes", "abstention_calibration", "abstention_calibration_raw",
-                 "latency")
+                 "latency", "repeats")
 MetricBlock = Mapping[str, float | None]
 ReliabilityBin = tuple[float, float | None, float | None, int]  # lower edge, confidence, acc., n
 
@@ -82,13 +82,16 @@ class Aggregate:
     abstention_calibration: Mapping[str, float] | None = None
     abstention_calibration_raw: Mapping[str, float] | None = None
     latency: Mapping[str, float] | None = None
+    # run --repeat N (evaluation/repeats.py): n, flaky_queries, flaky_share, topk_churn
+    repeats: Mapping[str, float] | None = None
     reliability_bins: tuple[ReliabilityBin, ...] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The ``aggregate.json`` object."""
         out = {f.name: getattr(self, f.name) for f in fields(self)}
-        if self.reliability_bins is None:
-            del out["reliability_bins"]
+        for optional in ("repeats", "reliability_bins"):  # only runs that have them
+            if out[optional] is None:
+                del out[optional]
         return out
 
     def to_json(self) -> str:

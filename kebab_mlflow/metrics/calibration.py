@@ -7,19 +7,22 @@ answerable one, answering with ``contains_all`` = 1 is correct.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from kebab_mlflow.golden import GoldenQuery
+from kebab_mlflow.metrics.answers import AbstentionOutcome, abstention_outcome
 from kebab_mlflow.records import Answer
 
 N_BINS = 10
 
 
 def _bins(confidence: np.ndarray, n_bins: int) -> np.ndarray:
-    return np.minimum((np.asarray(confidence, dtype=float) * n_bins).astype(int), n_bins - 1)
+    bins: np.ndarray = np.minimum((np.asarray(confidence, dtype=float) * n_bins).astype(int),
+                                  n_bins - 1)
+    return bins
 
 
 def ece(confidence: np.ndarray, correct: np.ndarray, n_bins: int = N_BINS) -> float:
@@ -41,11 +44,15 @@ def brier(confidence: np.ndarray, correct: np.ndarray) -> float:
     return float(np.mean((np.asarray(confidence, float) - np.asarray(correct, float)) ** 2))
 
 
-def reliability_bins(confidence: np.ndarray, correct: np.ndarray, n_bins: int = N_BINS):
+ReliabilityBin = tuple[float, float | None, float | None, int]
+
+
+def reliability_bins(confidence: np.ndarray, correct: np.ndarray, n_bins: int = N_BINS
+                     ) -> list[ReliabilityBin]:
     """Per bin: (lower edge, mean confidence, accuracy, count); empty bins have None."""
     confidence, correct = np.asarray(confidence, float), np.asarray(correct, float)
     bins = _bins(confidence, n_bins)
-    out = []
+    out: list[ReliabilityBin] = []
     for b in range(n_bins):
         sel = bins == b
         n = int(sel.sum())
@@ -66,10 +73,13 @@ def usable_confidence(c: Any) -> bool:
 
 
 def calibration_pairs(queries: Sequence[GoldenQuery], answers: Sequence[Answer | None],
-                      contains_all: np.ndarray, confidence_of=lambda a: a.confidence):
+                      contains_all: np.ndarray,
+                      confidence_of: Callable[[Answer], Any] = lambda a: a.confidence
+                      ) -> tuple[np.ndarray, np.ndarray]:
     """(confidence, correct) arrays over the ask cases whose answer carries a confidence in
     [0, 1]; cases without one (None, NaN, out of range) are left out."""
-    conf, correct = [], []
+    conf: list[float] = []
+    correct: list[float] = []
     for q, a, ca in zip(queries, answers, contains_all, strict=True):
         if a is None or not q.ask:
             continue
@@ -80,7 +90,8 @@ def calibration_pairs(queries: Sequence[GoldenQuery], answers: Sequence[Answer |
     return np.array(conf, dtype=float), np.array(correct, dtype=float)
 
 
-def calibration_block(confidence: np.ndarray, correct: np.ndarray) -> dict | None:
+def calibration_block(confidence: np.ndarray, correct: np.ndarray
+                      ) -> dict[str, float | int] | None:
     """{ece, brier, n}, or None when no case carries a confidence."""
     if confidence.size == 0:
         return None
@@ -88,24 +99,24 @@ def calibration_block(confidence: np.ndarray, correct: np.ndarray) -> dict | Non
             "n": int(confidence.size)}
 
 
+# aggregate.json's key order (unchanged since before the enum existed)
+ABSTENTION_BUCKET_ORDER = (AbstentionOutcome.CORRECT_REFUSAL, AbstentionOutcome.INCORRECT_ANSWER,
+                           AbstentionOutcome.BOUNDARY_PARTIAL)
+
+
 def abstention_outcomes(queries: Sequence[GoldenQuery],
-                        answers: Sequence[Answer | None]) -> dict | None:
+                        answers: Sequence[Answer | None]) -> dict[str, float | int] | None:
     """Buckets for the ``answerable: false`` ask cases: ``correct_refusal`` (refused, citing
     nothing), ``incorrect_answer`` (answered, citing evidence), ``boundary_partial`` (the rest:
     a refusal that cites, an answer without citations, a pipeline error). Counts and shares;
     None when the set has no such case."""
-    buckets = {"correct_refusal": 0, "incorrect_answer": 0, "boundary_partial": 0}
+    buckets = {str(o): 0 for o in ABSTENTION_BUCKET_ORDER}
     n = 0
     for q, a in zip(queries, answers, strict=True):
-        if q.answerable or not q.ask:
-            continue
-        n += 1
-        if a is not None and a.refused and not a.citations:
-            buckets["correct_refusal"] += 1
-        elif a is not None and not a.refused and a.citations:
-            buckets["incorrect_answer"] += 1
-        else:
-            buckets["boundary_partial"] += 1
+        outcome = abstention_outcome(q, a)
+        if outcome is not None:
+            n += 1
+            buckets[str(outcome)] += 1
     if n == 0:
         return None
     return {"n": n, **buckets, **{f"{k}_share": v / n for k, v in buckets.items()}}

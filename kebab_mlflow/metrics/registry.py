@@ -9,14 +9,14 @@ benchmark) without registering anything. :data:`METRICS` holds the standard cut-
 :data:`CUTOFFS` and the answer and run metrics; it is read-only after import (no run-time
 mutation: two runs in one process with different cut-offs see the same registry).
 
-Levels: ``chunk`` (over queries with expected chunk ids), ``doc`` (over queries with expected
-doc ids), ``answer`` (queries with ``ask``), ``run`` (every query).
+Levels: ``chunk`` (over queries with expected chunk ids), ``evidence`` (queries with evidence
+spans, at character level: kebab_mlflow/evidence/resolve.py), ``doc`` (over queries with
+expected doc ids), ``answer`` (queries with ``ask``), ``run`` (every query).
 """
 
 from __future__ import annotations
 
 import enum
-import functools
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -46,6 +46,7 @@ class Level(enum.StrEnum):
     """What a metric is computed over (see the module docstring)."""
 
     CHUNK = "chunk"
+    EVIDENCE = "evidence"
     DOC = "doc"
     ANSWER = "answer"
     RUN = "run"
@@ -100,6 +101,13 @@ _RANK_FAMILIES: Mapping[str, Score] = RANK_FUNCTIONS
 JUDGED_LEVELS = (Level.DOC,)  # chunk judgments are all positive: judged = precision there
 
 
+def _at_cutoff(fn: Callable[[RelevanceTable, int], np.ndarray], k: int) -> Score:
+    def at_k(table: RelevanceTable) -> np.ndarray:
+        return fn(table, k)
+
+    return at_k
+
+
 def _retrieval_metric(family: str, level: Level, k: int | None) -> MetricDef:
     """The definition of a retrieval family at a level (and cut-off, for those that take one)."""
     compute: Score
@@ -107,10 +115,10 @@ def _retrieval_metric(family: str, level: Level, k: int | None) -> MetricDef:
         compute, k = mrr, MRR_CUTOFF
     elif family in _RANK_FAMILIES:
         compute = _RANK_FAMILIES[family]
-    elif family == "judged":
-        compute = functools.partial(judged_at_k, k=k)
+    elif k is None:
+        raise ValueError(f"{family} needs a cut-off")
     else:
-        compute = functools.partial(_CUTOFF_FAMILIES[family], k=k)
+        compute = _at_cutoff(judged_at_k if family == "judged" else _CUTOFF_FAMILIES[family], k)
     return MetricDef(name=retrieval_name(family, level, None if family == "mrr" else k),
                      level=level, family=family, k=k, compute=compute,
                      description=_DESCRIPTIONS[family].format(unit=_UNITS[level], k=k))
@@ -134,6 +142,28 @@ def judged_metrics(cutoffs: Sequence[int]) -> Iterator[MetricDef]:
             yield _retrieval_metric("judged", level, k)
 
 
+# character-level metrics of evidence spans (kebab_mlflow/evidence/resolve.py has the formulas);
+# computed from the run's evidence (kebab_mlflow/evaluation/evidence.py), not from a table
+EVIDENCE_FAMILIES = {
+    "evidence_precision": ("share of the characters of the top {k} chunks that are evidence "
+                           "(overlapping chunks counted each time)", True),
+    "evidence_recall": ("share of the query's evidence characters that the top {k} chunks "
+                        "hold", True),
+    "retrieved_chars": ("characters of document text the top {k} chunks hold (what a reader "
+                        "is given)", False),
+}
+_EVIDENCE_NAME = re.compile(r"^(?P<family>evidence_precision|evidence_recall|retrieved_chars)"
+                            r"_at_(?P<k>[1-9][0-9]{0,6})$")
+
+
+def evidence_metrics(cutoffs: Sequence[int]) -> Iterator[MetricDef]:
+    """The character-level evidence metrics at each cut-off."""
+    for k in cutoffs:
+        for family, (description, better) in EVIDENCE_FAMILIES.items():
+            yield MetricDef(name=f"{family}_at_{k}", level=Level.EVIDENCE, family=family, k=k,
+                            higher_is_better=better, description=description.format(k=k))
+
+
 _RUN_METRICS = (
     ("no_hit_rate", "share of queries that returned zero hits", False),
     ("error_rate", "share of queries whose pipeline call raised", False),
@@ -144,6 +174,9 @@ _ANSWER_METRICS = (
      "unanswerable one is not counted", True),
     ("refusal_rate", "share of ask queries the pipeline refused (queries that raised are "
      "counted in error_rate instead)", False),
+    ("abstention_accuracy", "the refusal decision where it matters: 1 for a refused "
+     "unanswerable question, 0 for an answered unanswerable or a refused answerable one (an "
+     "answered answerable one is not counted: contains_all judges it)", True),
     ("ask_grounded_rate", "share of ask queries answered (not refused) with >= 1 citation", True),
     ("citation_validity", "answered with citations: every cited chunk was among the hits", True),
 )
@@ -160,6 +193,7 @@ def _standard_metrics() -> Iterator[MetricDef]:
             for family in _CUTOFF_FAMILIES:
                 yield _retrieval_metric(family, level, k)
         yield from judged_metrics([k])
+        yield from evidence_metrics([k])
     for level, group in ((Level.RUN, _RUN_METRICS), (Level.ANSWER, _ANSWER_METRICS)):
         for name, description, better in group:
             yield MetricDef(name=name, level=level, description=description, family=name,
@@ -187,6 +221,9 @@ def parse_metric(name: str) -> MetricDef | None:
     known = METRICS.get(name)
     if known is not None:
         return known
+    evidence = _EVIDENCE_NAME.match(name)
+    if evidence is not None:
+        return next(m for m in evidence_metrics([int(evidence["k"])]) if m.name == name)
     m = _RETRIEVAL_NAME.match(name)
     if m is None or m["family"] not in _CUTOFF_FAMILIES.keys() | {"judged"} or m["k"] is None:
         return None  # the families without a cut-off are all in METRICS already
@@ -211,7 +248,8 @@ def run_metric_names(cutoffs: Sequence[int]) -> set[str]:
     """Every metric a run with these cut-offs can report: the standard ones and its own."""
     at_cutoffs = [m.name for level in (Level.CHUNK, Level.DOC)
                   for m in retrieval_metrics(level, cutoffs, MRR_CUTOFF)]
-    return {*METRICS, *at_cutoffs, *(m.name for m in judged_metrics(cutoffs))}
+    return {*METRICS, *at_cutoffs, *(m.name for m in judged_metrics(cutoffs)),
+            *(m.name for m in evidence_metrics(cutoffs))}
 
 
 def metric_names(level: str | None = None) -> list[str]:

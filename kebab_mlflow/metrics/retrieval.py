@@ -42,7 +42,7 @@ class RelevanceTable:
 
     @property
     def depth(self) -> int:
-        return self.gains.shape[1]
+        return int(self.gains.shape[1])
 
     @cached_property
     def applicable(self) -> np.ndarray:
@@ -50,12 +50,12 @@ class RelevanceTable:
 
     @cached_property
     def not_applicable(self) -> np.ndarray:
-        return np.flatnonzero(self.n_relevant <= 0)
+        return np.asarray(np.flatnonzero(self.n_relevant <= 0))
 
     @cached_property
     def relevant_or_one(self) -> np.ndarray:
         """The recall denominator: the query's relevant items, 1 where it has none."""
-        return np.maximum(self.n_relevant, 1).astype(np.float64)
+        return np.asarray(np.maximum(self.n_relevant, 1), dtype=np.float64)
 
     @cached_property
     def relevant_hits(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -138,8 +138,8 @@ class RelevanceTable:
         judged_lists = [[(item, g) for item, g in rel.items() if g > 0] for rel in relevance]
         n_relevant = np.array([len(j) for j in judged_lists], dtype=np.int64)
         dtype = _gain_dtype(np.fromiter((g for j in judged_lists for _, g in j), dtype=float))
-        gains = np.zeros((n, depth), dtype=dtype)
-        ideal = np.zeros((n, min(depth, int(n_relevant.max(initial=0)))), dtype=dtype)
+        gains: np.ndarray = np.zeros((n, depth), dtype=dtype)
+        ideal: np.ndarray = np.zeros((n, min(depth, int(n_relevant.max(initial=0)))), dtype=dtype)
         for i, (ranked, judged) in enumerate(zip(rankings, judged_lists, strict=True)):
             if not judged:
                 continue
@@ -153,9 +153,9 @@ class RelevanceTable:
                 for r, item in enumerate(head):
                     first_rank.setdefault(item, r)
                 for item, g in judged:
-                    r = first_rank.get(item)
-                    if r is not None:
-                        gains[i, r] = g
+                    at = first_rank.get(item)
+                    if at is not None:
+                        gains[i, at] = g
                 continue
             for item, g in judged:
                 try:
@@ -197,8 +197,8 @@ class RelevanceTable:
         n_relevant = np.bincount(rel_query, minlength=n).astype(np.int64)
         starts = np.concatenate(([0], np.cumsum(n_relevant)[:-1]))
         slot = np.arange(rel_query.size) - starts[rel_query]
-        gains = np.zeros((n, depth), dtype=dtype)
-        ideal = np.zeros((n, min(depth, int(n_relevant.max(initial=0)))), dtype=dtype)
+        gains: np.ndarray = np.zeros((n, depth), dtype=dtype)
+        ideal: np.ndarray = np.zeros((n, min(depth, int(n_relevant.max(initial=0)))), dtype=dtype)
         inside = slot < depth
         ideal[rel_query[inside], slot[inside]] = rel_grade[inside]
         # Blocks of queries, so the rows compared stay in the CPU cache: the work per block

@@ -58,7 +58,7 @@ def retrieval_tables(queries: Sequence[GoldenQuery], results: Sequence[QueryResu
                      depth: int) -> dict[str, RelevanceTable]:
     chunk_rank = [[h.chunk_id for h in r.hits] for r in results]
     doc_rank = [first_appearance([h.doc_id for h in r.hits]) for r in results]
-    chunk_rel = [dict.fromkeys(q.expected_chunk_ids, 1) for q in queries]
+    chunk_rel = [q.chunk_grades for q in queries]
     doc_rel = [q.relevant_doc_grades for q in queries]
     return {
         "chunk": RelevanceTable.from_rankings(chunk_rank, chunk_rel, depth),

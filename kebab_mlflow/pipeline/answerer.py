@@ -249,12 +249,12 @@ def coverage(query: str, hits: Sequence[Hit], context_k: int,
     return max((_share(weights, set(tokenize(h.text))) for h in hits[:context_k]), default=0.0)
 
 
-def answer_type(query: str) -> re.Pattern | None:
+def answer_type(query: str) -> re.Pattern[str] | None:
     """The pattern of the token the answer must hold ("how many" → a number), or None."""
     return next((token for question, token in ANSWER_TYPES if question.search(query)), None)
 
 
-def has_answer_token(pattern: re.Pattern, query: str, sentence: str) -> bool:
+def has_answer_token(pattern: re.Pattern[str], query: str, sentence: str) -> bool:
     """Whether ``sentence`` holds a token of the answer type that the query does not."""
     query_text = query.lower()
     return any(not re.search(rf"(?<!\w){re.escape(m.group(0).lower())}(?!\w)", query_text)

@@ -10,6 +10,7 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from types import TracebackType
 from typing import TypeVar
 
 
@@ -71,7 +72,8 @@ class atomic_folder:  # noqa: N801 - used as a context manager
         self.tmp = Path(tempfile.mkdtemp(dir=self.folder, prefix=".tmp-"))
         return self.tmp
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         try:
             if exc_type is None:
                 for f in self.tmp.iterdir():

@@ -89,12 +89,12 @@ class ConfidenceMap:
             return self.y[0]
         raise ValueError("a 'none' map has no value")
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "x": list(self.x), "y": list(self.y), "slope": self.slope,
                 "intercept": self.intercept, "similarity_slope": self.similarity_slope}
 
     @classmethod
-    def from_json(cls, data: Mapping) -> ConfidenceMap:
+    def from_json(cls, data: Mapping[str, Any]) -> ConfidenceMap:
         kind = data["kind"]
         sim = data.get("similarity_slope")  # absent from calibrators written before it existed
         m = cls(kind=kind, x=tuple(map(float, data.get("x", ()))),
@@ -212,7 +212,7 @@ class Calibrator:
         return np.array([self(float(r), bool(f), s)
                          for r, f, s in zip(raw, refused, sims, strict=True)], dtype=float)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"format": FORMAT, "method": self.method, "answered": self.answered.to_json(),
                 "refused": self.refused.to_json(), "info": dict(self.info)}
 
@@ -294,8 +294,9 @@ def fit_gate(features: np.ndarray, answerable: np.ndarray, always_refused: int =
     x, y = np.asarray(features, float), np.asarray(answerable, bool)
     if y.all() or not y.any():
         raise CalibrationError("fitting a gate needs answerable and abstention cases")
-    *weights, intercept = platt_fit(x, y.astype(float))
-    model = GateModel(tuple(round(w, 4) for w in weights), round(intercept, 4))
+    w_evidence, w_bigrams, w_margin, intercept = platt_fit(x, y.astype(float))  # 3 features
+    model = GateModel((round(w_evidence, 4), round(w_bigrams, 4), round(w_margin, 4)),
+                      round(intercept, 4))
     score = np.array([model(GateFeatures(*row)) for row in x])
     n_answerable = int(y.sum()) + always_refused
 

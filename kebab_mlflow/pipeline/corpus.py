@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kebab_mlflow.errors import CorpusError, Problem
+from kebab_mlflow.files import json_loads
+from kebab_mlflow.progress import warn
 
 TEXT_SUFFIXES = (".md", ".markdown", ".txt")
 
@@ -46,7 +49,7 @@ def load_corpus(path: str | Path) -> Corpus:
 
 
 def _load_folder(root: Path) -> Corpus:
-    files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in TEXT_SUFFIXES)
+    files = _unique_files(root, _text_files(root))
     if not files:
         raise CorpusError(f"corpus folder {root} has no {'/'.join(TEXT_SUFFIXES)} files")
     digest = hashlib.sha256()
@@ -64,6 +67,55 @@ def _load_folder(root: Path) -> Corpus:
     if problems:
         raise CorpusError(f"unreadable files in corpus {root}", problems)
     return Corpus(str(root), tuple(docs), digest.hexdigest())
+
+
+def _text_files(root: Path) -> list[Path]:
+    """The folder's text files, links included, in path order. A link whose target leaves the
+    folder is refused (CorpusError naming every one); a dangling link is warned about. A link
+    to a folder inside it is not walked: its files are found under their own path."""
+    real_root = root.resolve()
+    files, leaving, dangling = [], [], []
+    for folder, dirs, names in os.walk(root):  # followlinks=False: no loop, no escape
+        for name in sorted({*dirs, *names}):
+            path = Path(folder, name)
+            texty = name in names and path.suffix in TEXT_SUFFIXES
+            if not path.is_symlink():
+                files += [path] if texty else []
+                continue
+            target = path.resolve()
+            if not target.exists():
+                dangling.append(path)
+            elif not target.is_relative_to(real_root) and (texty or target.is_dir()):
+                leaving.append(Problem(f"a link to {target}, outside the corpus folder: "
+                                       "refused (copy the file into the folder)", str(path)))
+            elif texty and target.is_file():
+                files.append(path)
+    if leaving:
+        raise CorpusError(f"links leaving the corpus folder {root}", leaving)
+    if dangling:
+        warn(f"corpus {root}: {len(dangling)} dangling link(s) skipped: "
+             + ", ".join(str(p.relative_to(root)) for p in dangling))
+    return sorted(files)
+
+
+def _unique_files(root: Path, files: list[Path]) -> list[Path]:
+    """Each real file once (links and hard links to one file are one document): the file
+    itself when it is in the folder, else the first link by path; the others named in one
+    warning."""
+    by_identity: dict[tuple[int, int], list[Path]] = {}
+    for f in files:
+        st = f.stat()
+        by_identity.setdefault((st.st_dev, st.st_ino), []).append(f)
+    kept, dropped = [], []
+    for same in by_identity.values():
+        first = min(same, key=lambda p: (p.is_symlink(), p.as_posix()))
+        kept.append(first)
+        dropped += [f"{p.relative_to(root)} (= {first.relative_to(root)})"
+                    for p in same if p != first]
+    if dropped:
+        warn(f"corpus {root}: {len(dropped)} file(s) are links to a file indexed once under "
+             f"its own name: {', '.join(sorted(dropped))}")
+    return sorted(kept)
 
 
 def _first_heading(text: str) -> str:
@@ -88,7 +140,7 @@ def _load_beir(path: Path) -> Corpus:
     return _PARSED_BEIR[key]
 
 
-def _string(record: dict, key: str) -> str:
+def _string(record: dict[str, Any], key: str) -> str:
     """A record's text or title: a string, or absent/null (""). A number, list or mapping is
     refused rather than turned into text with ``str()`` (it means the file is not what it
     claims to be)."""
@@ -111,7 +163,7 @@ def _parse_beir(raw: bytes, path: Path) -> Corpus:
         if not line.strip():
             continue
         try:
-            rec = json.loads(line)
+            rec = json_loads(line)
             doc_id, text, title = str(rec["_id"]), _string(rec, "text"), _string(rec, "title")
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             problems.append(Problem(f"not a BEIR record ({type(exc).__name__}: {exc})",

@@ -35,7 +35,13 @@ from kebab_mlflow.pipeline.cache import (
     cached_number,
     load_or_build_once,
 )
-from kebab_mlflow.pipeline.chunker import Chunk, ChunkerConfig, chunk_corpus
+from kebab_mlflow.pipeline.chunker import (
+    Chunk,
+    ChunkerConfig,
+    ChunkSpans,
+    chunk_corpus,
+    chunk_spans,
+)
 from kebab_mlflow.pipeline.corpus import Corpus, load_corpus
 from kebab_mlflow.pipeline.text import (
     AUTO,
@@ -149,6 +155,26 @@ class ReferencePipeline:
     def doc_ids(self) -> set[str]:
         return {c.doc_id for c in self.chunks}
 
+    def warm_up(self) -> None:
+        """Load what the first query would otherwise pay for: the tokenizer (Kiwi takes
+        1–2.6 s, on the first Korean text) and, when answering, the chunk frequencies of the
+        answerer's term weights and the similarity model."""
+        self.tokenize("warm-up 준비")
+        if getattr(self, "answers", True):
+            self.idf("")
+            if self.similarity is not None:
+                self.similarity("warm-up", [])
+
+    def chunk_spans(self) -> list[ChunkSpans]:
+        """Each chunk's spans in its document's parsed text (evidence resolution): the
+        chunker run again in memory — the index cache keeps texts, not offsets — and checked
+        to give the very chunks the index holds."""
+        spans = list(chunk_spans(self.corpus, _chunker_config(self.config)))
+        if [s.chunk_id for s in spans] != [c.chunk_id for c in self.chunks]:
+            raise RuntimeError("the chunker gave other chunks than the index cache holds: "
+                               "clear the index cache (.kebab-cache/index)")
+        return spans
+
     def search(self, query: str, k: int) -> list[Hit]:
         return self.search_batch([query], k)[0]
 
@@ -246,8 +272,7 @@ def _load_or_build_chunks(folder: Path, corpus: Corpus, config: Mapping[str, Any
 
 
 def _build_chunks(folder: Path, corpus: Corpus, config: Mapping[str, Any]) -> list[Chunk]:
-    ch = config["chunker"]
-    chunks = chunk_corpus(corpus, ChunkerConfig(ch["mode"], ch["max_chars"], ch["overlap_chars"]))
+    chunks = chunk_corpus(corpus, _chunker_config(config))
     with atomic_folder(folder) as tmp:
         with (tmp / "chunks.jsonl").open("w", encoding="utf-8") as fh:
             for c in chunks:
@@ -260,6 +285,11 @@ def _build_chunks(folder: Path, corpus: Corpus, config: Mapping[str, Any]) -> li
 
 
 
+
+
+def _chunker_config(config: Mapping[str, Any]) -> ChunkerConfig:
+    ch = config["chunker"]
+    return ChunkerConfig(ch["mode"], ch["max_chars"], ch["overlap_chars"])
 
 
 def _make_backend(name: str, config: Mapping[str, Any], chunks: list[Chunk], folder: Path,
@@ -355,4 +385,34 @@ def _load_calibrator(folder: Path, versions: VersionSnapshot | None = None):
     from kebab_mlflow.pipeline.calibrator import Calibrator, calibrator_path
 
     path = calibrator_path(folder, versions)
-    return Calibrator.load(path) if path.is_file() else None
+    if path.is_file():
+        return Calibrator.load(path)
+    warning = no_calibrator_warning(folder, versions)
+    if warning:
+        progress.warn(warning)
+    return None
+
+
+def no_calibrator_warning(folder: Path, versions: VersionSnapshot) -> str | None:
+    """Why a run with ``answer.calibrate`` reports raw confidences although ``calibrate`` was
+    run over these chunks: its calibrators were fitted for another answerer or retrieval (the
+    versions that differ are named). None when no calibrator was ever fitted here (the
+    default: nothing to say on every uncalibrated run)."""
+    from kebab_mlflow.pipeline.calibrator import base_versions
+
+    mine = base_versions(versions)
+    differences = []
+    for other in sorted(folder.glob("calibrator-*.json")):
+        try:
+            fitted = json.loads(other.read_text(encoding="utf-8"))["info"]["versions"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # unreadable: its own run says so when it is used
+        changed = [f"{k} {fitted.get(k)} → {v}" for k, v in mine.items() if fitted.get(k) != v]
+        differences.append(", ".join(changed))
+    if not differences:
+        return None
+    return ("answer.calibrate is on but no calibrator was fitted for this answerer and "
+            f"retrieval: the {len(differences)} calibrator(s) over these chunks were fitted "
+            f"with {'; '.join(f'({d})' for d in differences[:3])}; confidences are "
+            "uncalibrated (prompt_template_version has no -calibrated- digest): run "
+            "`kebab-mlflow calibrate` with this configuration")

@@ -48,6 +48,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from pathlib import Path
+from typing import Any
 
 from kebab_mlflow.config import KOREAN_INSTALL_HINT, TOKENIZERS
 from kebab_mlflow.errors import ConfigError
@@ -65,7 +66,7 @@ _LONE_CAPITAL_RE = re.compile(r"[(\"'\[]*[A-Z]\.")
 
 
 @lru_cache(maxsize=1)
-def _stemmer():
+def _stemmer() -> Any:  # a PyStemmer Stemmer
     import Stemmer  # PyStemmer
 
     return Stemmer.Stemmer("english")
@@ -78,10 +79,11 @@ def stop_words() -> frozenset[str]:
     SciPy and costs about 1 s on every search process, for a constant. Falls back to the usual
     import if a scikit-learn release moves the module."""
     try:
-        package = importlib.util.find_spec("sklearn")  # finds the package, does not run it
+        # Any: a missing package or spec (None) raises AttributeError / TypeError, caught below
+        package: Any = importlib.util.find_spec("sklearn")  # finds the package, does not run it
         path = Path(package.submodule_search_locations[0], "feature_extraction",
                     "_stop_words.py")
-        spec = importlib.util.spec_from_file_location("_kebab_stop_words", path)
+        spec: Any = importlib.util.spec_from_file_location("_kebab_stop_words", path)
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         return frozenset(module.ENGLISH_STOP_WORDS)
@@ -152,7 +154,7 @@ def kiwi_version() -> str:
                           f"installed: {KOREAN_INSTALL_HINT}") from None
 
 
-def _kiwi():
+def _kiwi() -> Any:  # a kiwipiepy Kiwi
     """The process's one Kiwi (slow to load: once, lazily, whichever thread asks first)."""
     global _kiwi_instance
     with _kiwi_lock:
@@ -210,7 +212,7 @@ def _multilingual(text: str) -> list[str]:
     return _morphemes(text, hangul_only=True) + _cjk_bigram(_HANGUL_RUN.sub(" ", text))
 
 
-def _split_runs(text: str, runs_re: re.Pattern, analyze: Callable[[list[str]], list[str]],
+def _split_runs(text: str, runs_re: re.Pattern[str], analyze: Callable[[list[str]], list[str]],
                 ) -> list[str]:
     """``analyze`` over the runs that ``runs_re`` finds, ``english`` over the text between
     them (a run becomes a space, so words on either side stay apart). The runs' tokens come
@@ -373,8 +375,25 @@ def _interrupts_not(line: str) -> bool:
 
 
 def _first_line_heading(text: str, units: list[Unit]) -> list[Unit]:
+    """The heading path line as one heading unit, however the sentence splitter cut it: a
+    path ending in a numbered heading ("Design > 1. Headline UX scenes") splits at "1.", and
+    its first part would otherwise be quotable."""
     first, _, rest = text.strip().partition("\n\n")
-    if (units and rest.strip() and "\n" not in first and units[0].kind == "sentence"
-            and units[0].text == first.strip() and (" > " in first or first.endswith("?"))):
-        return [Unit(units[0].text, "heading"), *units[1:]]
+    first = first.strip()
+    if not (units and rest.strip() and "\n" not in first
+            and (" > " in first or first.endswith("?"))):
+        return units
+    joined = ""
+    for taken, unit in enumerate(units, 1):
+        if unit.kind != "sentence":
+            return units
+        joined = f"{joined} {unit.text}".strip()
+        if joined == first:
+            return [Unit(first, "heading"), *units[taken:]]
+        if not (first.startswith(joined) and _NUMBERED_CUT.search(unit.text)):
+            return units  # cut anywhere else than at a heading number: prose, not a path
     return units
+
+
+# where the sentence splitter cuts a heading path: after a heading's number ("> 1.", "> IV.")
+_NUMBERED_CUT = re.compile(r"(?:^|\s)(?:\d{1,3}|[A-Za-z]|[IVXivx]{1,4})[.)]$")

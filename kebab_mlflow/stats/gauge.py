@@ -105,7 +105,8 @@ def floor_state(primary: RowStat, floor: RowStat) -> SignalState:
         return NA
     if primary.mean <= floor.mean:
         return DEAD
-    if primary.has_ci and floor.has_ci and primary.ci_low > floor.ci_high:
+    low, high = primary.ci_low, floor.ci_high  # alive: the CIs do not overlap
+    if primary.has_ci and floor.has_ci and low is not None and high is not None and low > high:
         return ALIVE
     return UNCERTAIN
 

@@ -27,6 +27,7 @@ import math
 from statistics import NormalDist
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 POWER = 0.8
 
@@ -36,13 +37,13 @@ def _quantiles(alpha: float, power: float) -> tuple[float, float]:
     return normal.inv_cdf(1 - alpha / 2), normal.inv_cdf(power)
 
 
-def delta_sd(values) -> float | None:
+def delta_sd(values: ArrayLike) -> float | None:
     """Sample standard deviation (ddof 1) of paired deltas or per-query scores; None for n < 2."""
     v = np.asarray(values, dtype=np.float64)
     return float(v.std(ddof=1)) if v.size >= 2 else None
 
 
-def loss_size(losses) -> float | None:
+def loss_size(losses: ArrayLike) -> float | None:
     """The typical size ``m = Σℓ²/Σ|ℓ|`` of per-query losses (or changes) ``ℓ``: a mean drop
     ``D`` made of losses like these adds ``D·m`` to the paired deltas' second moment. None
     when every value is 0 (nothing to lose, or nothing changed)."""

@@ -41,11 +41,15 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
+from numpy.typing import ArrayLike
+
+T = TypeVar("T")
 
 BLOCK = 256  # resamples per block at most (fewer for long rows: see _rows_per_block)
 # Cells (resamples × queries) per block: the index/sign matrices of a block stay a few MB at any
@@ -81,7 +85,7 @@ def _stream(seed: int, n: int, purpose: int, chunk: int = 0) -> np.random.Genera
     return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(n, purpose, chunk)))
 
 
-def _in_chunks(work, resamples: int) -> list:
+def _in_chunks(work: Callable[[int, int, int], T], resamples: int) -> list[T]:
     """Run ``work(c, start, stop)`` over CHUNKS fixed slices of the resamples, in threads.
 
     Each slice has its own random stream, so the numbers do not depend on how many threads
@@ -104,7 +108,7 @@ def _rows_per_block(n: int, most: int, multiple: int = 1) -> int:
     return max(multiple, rows - rows % multiple)
 
 
-def _rows(values) -> list[np.ndarray]:
+def _rows(values: np.ndarray | Sequence[ArrayLike]) -> list[np.ndarray]:
     if isinstance(values, np.ndarray):
         m = np.asarray(values, dtype=np.float64)
         rows = [m] if m.ndim == 1 else list(m)
@@ -120,7 +124,8 @@ def _rows(values) -> list[np.ndarray]:
 # bootstrap
 
 
-def bootstrap_mean_samples(values, resamples: int = 10_000, seed: int = 0) -> list[np.ndarray]:
+def bootstrap_mean_samples(values: np.ndarray | Sequence[ArrayLike], resamples: int = 10_000,
+                           seed: int = 0) -> list[np.ndarray]:
     """For each row: ``resamples`` means of bootstrap resamples (with replacement, size n)."""
     rows = _rows(values)
     out: list[np.ndarray] = [np.empty(0)] * len(rows)
@@ -140,7 +145,8 @@ def bootstrap_mean_samples(values, resamples: int = 10_000, seed: int = 0) -> li
         # far below the Monte-Carlo error (~1/sqrt(resamples))
         data = [rows[i].astype(np.float32) for i in members]
 
-        def chunk(c: int, start: int, stop: int, n=n, data=data) -> np.ndarray:
+        def chunk(c: int, start: int, stop: int, n: int = n,
+                  data: list[np.ndarray] = data) -> np.ndarray:
             rng = _stream(seed, n, 0, c)
             means = np.empty((len(data), stop - start))
             step = _rows_per_block(n, BLOCK)
@@ -177,12 +183,14 @@ def bootstrap_ci(values: np.ndarray, resamples: int = 10_000, seed: int = 0,
 # randomization
 
 
-def _signflip_sums_grouped(row: np.ndarray, resamples: int, rng) -> np.ndarray:
+def _signflip_sums_grouped(row: np.ndarray, resamples: int, rng: np.random.Generator
+                           ) -> np.ndarray:
     mags, counts = np.unique(np.abs(row[row != 0]), return_counts=True)
     if mags.size == 0:
         return np.zeros(resamples)
     heads = rng.binomial(counts, 0.5, size=(resamples, mags.size))
-    return (2.0 * heads - counts) @ mags
+    sums: np.ndarray = (2.0 * heads - counts) @ mags
+    return sums
 
 
 def exact_signflip_states(row: np.ndarray) -> int:
@@ -211,7 +219,8 @@ def exact_signflip_p(row: np.ndarray) -> float:
     return min(1.0, float(probs[np.abs(sums) >= abs(row.sum()) - tol].sum()))
 
 
-def randomization_p(deltas, resamples: int = 10_000, seed: int = 0) -> np.ndarray:
+def randomization_p(deltas: np.ndarray | Sequence[ArrayLike], resamples: int = 10_000,
+                    seed: int = 0) -> np.ndarray:
     """Two-sided paired randomization (sign-flip) test of mean delta = 0, per row.
 
     Exact (:func:`exact_signflip_p`) when the enumeration is small, else
@@ -243,8 +252,9 @@ def randomization_p(deltas, resamples: int = 10_000, seed: int = 0) -> np.ndarra
         tol = 1e-5 * np.abs(data).sum(axis=1)
         data32 = np.ascontiguousarray(data.T, dtype=np.float32)  # n × m
 
-        def chunk(c: int, start: int, stop: int, n=n, data32=data32, totals=totals,
-                  observed=observed, tol=tol) -> np.ndarray:
+        def chunk(c: int, start: int, stop: int, n: int = n, data32: np.ndarray = data32,
+                  totals: np.ndarray = totals, observed: np.ndarray = observed,
+                  tol: np.ndarray = tol) -> np.ndarray:
             rng = _stream(seed, n, 1, c)
             extreme = np.zeros(data32.shape[1], dtype=np.int64)
             # a multiple of 4 rows: every block but the last takes whole 4-byte words of the
@@ -286,6 +296,19 @@ def paired_tests(deltas: Sequence[np.ndarray], resamples: int = 10_000, seed: in
                               ci_high=float(hi), p_value=float(p),
                               p_exact=exact_signflip_states(row) <= EXACT_STATES))
     return out
+
+
+def one_sided_p(p_two_sided: float, toward: bool, exact: bool, resamples: int) -> float:
+    """The one-sided sign-flip p for the alternative "the mean moved this way", from the
+    two-sided p of the same deltas; ``toward``: the observed mean lies in that direction.
+
+    The sign-flip distribution of Σ s·d is symmetric, so for a non-zero observed sum
+    ``P(S ≥ |Σd|) = P(|S| ≥ |Σd|) / 2``: exactly half the two-sided p when enumerated; by
+    resampling, ``(1 + k/2) / (1 + R)`` with ``k`` the two-sided extreme count (the +1 kept
+    for the one-sided count). A mean the other way gets the complement (never significant).
+    """
+    half = min(1.0, p_two_sided / 2 if exact else (p_two_sided + 1 / (1 + resamples)) / 2)
+    return half if toward else max(half, 1.0 - half)
 
 
 def holm(pvalues: np.ndarray) -> np.ndarray:

@@ -77,10 +77,10 @@ class InlineExecutor:
     def start(self, cancel_name: str) -> None:
         pass
 
-    def submit(self, fn: Callable, *args: Any) -> Future:
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
         from kebab_mlflow import progress
 
-        future: Future = Future()
+        future: Future[Any] = Future()
         try:
             with progress.silenced():  # the sweep's progress is rows done, not queries
                 future.set_result(fn(*args))
@@ -116,6 +116,7 @@ class LocalPoolExecutor:
 
         # Fork: a worker starts with everything this process has imported (a spawned one would
         # import MLflow and matplotlib and parse the corpus again, more than a cheap row costs).
+        context: multiprocessing.context.BaseContext
         try:
             context, forked = multiprocessing.get_context("fork"), True
             warm_worker()
@@ -126,10 +127,11 @@ class LocalPoolExecutor:
         # a fork context starts every worker at the first submit: make it happen now
         wait([self.pool.submit(os.getpid) for _ in range(self.slots)])
 
-    def submit(self, fn: Callable, *args: Any) -> Future:
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
         from kebab_mlflow.sweep.workers import run_in_worker
 
-        return self.pool.submit(run_in_worker, fn, *args)
+        future: Future[Any] = self.pool.submit(run_in_worker, fn, *args)
+        return future
 
     def cancel(self) -> None:
         if self.pool is None:
@@ -164,7 +166,7 @@ class DaskExecutor:
         self.client: Any = None
         self.cluster: Any = None
         self.event: Any = None
-        self.futures: list[Future] = []
+        self.futures: list[Future[Any]] = []
         self.slots = jobs
         self.name = f"Dask cluster {address}" if address else f"Dask LocalCluster ({jobs} workers)"
 
@@ -189,10 +191,10 @@ class DaskExecutor:
         self.event = distributed.Event(cancel_name, client=self.client)
         self.event.clear()  # a resumed sweep reuses the name of the one interrupted before
 
-    def submit(self, fn: Callable, *args: Any) -> Future:
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
         """The Dask future, mirrored into a concurrent.futures one for the row loop."""
         remote = self.client.submit(run_cancellable, self.event.name, fn, *args, pure=False)
-        local: Future = Future()
+        local: Future[Any] = Future()
 
         def mirror(done: Any) -> None:
             try:
@@ -252,7 +254,7 @@ def _local_cluster(distributed: Any, workers: int) -> Any:
 CHECK_EVERY_S = 0.5
 
 
-def run_cancellable(event_name: str, fn: Callable, *args: Any) -> Any:
+def run_cancellable(event_name: str, fn: Callable[..., Any], *args: Any) -> Any:
     """On a Dask worker: run ``fn`` while a watcher thread checks the sweep's cancel event
     twice a second; once it is set, the interrupt is noted (:mod:`kebab_mlflow.interrupts`:
     the row's next checkpoint raises it) and KeyboardInterrupt is raised in this task's thread

@@ -137,7 +137,7 @@ class FileReader:
     """A YAML input's top-level mapping with its nodes (the sweep file, the tune file): typed
     reads, locations, and the one list of problems every check appends to."""
 
-    def __init__(self, data: dict, node: Any, source: str):
+    def __init__(self, data: dict[str, Any], node: Any, source: str):
         self.data, self.node, self.source = data, node, source
         self.problems: list[Problem] = []
 
@@ -171,13 +171,13 @@ class _TopLevel:
     description: str
     experiment: str | None
     k: int
-    shared: dict
+    shared: dict[str, Any]
     resamples: int
     seed: int
-    floors: list
+    floors: list[str]
     ceiling: str | None
     primary: str | None
-    gauge: list | None
+    gauge: list[str] | None
     golden: Path | None
     corpus: Path | None
 
@@ -214,15 +214,15 @@ def _top_level(r: FileReader, base: Path) -> _TopLevel:
         golden=paths["golden"], corpus=paths["corpus"])
 
 
-def _build(data: dict, node: Any, source: str, base: Path, sha256: str) -> SweepSpec:
+def _build(data: dict[str, Any], node: Any, source: str, base: Path, sha256: str) -> SweepSpec:
     r = FileReader(data, node, source)
     top = _top_level(r, base)
     rows = _rows(data.get("rows"), child(node, "rows"), source, top.shared, top.k,
                  r.problems, r.where("rows"))
     rows += _implicit_rows(r, top, [row.name for row in rows])
     primary = _check_roles(r, top, [row.name for row in rows])
-    roles = {primary: RowRole.PRIMARY, top.ceiling: RowRole.CEILING,
-             **{f: RowRole.FLOOR for f in top.floors}}
+    roles: dict[str | None, RowRole] = {primary: RowRole.PRIMARY, top.ceiling: RowRole.CEILING,
+                                        **{f: RowRole.FLOOR for f in top.floors}}
     rows = [dataclasses.replace(row, role=roles.get(row.name, RowRole.VARIANT)) for row in rows]
     rows = _with_cutoffs(rows, data.get("cutoffs"), r.where("cutoffs"), r.problems)
     golden_set = corpus_digest = None
@@ -416,7 +416,7 @@ def _inline(item: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _row_settings(item: Mapping[str, Any], name: str, loc: str, shared: Mapping[str, Any],
-                  default_k: int, problems: list[Problem]) -> tuple:
+                  default_k: int, problems: list[Problem]) -> tuple[Any, ...]:
     """(preset or None, k, overrides, target, concurrency) of a row; problems appended."""
     preset = item.get("preset", "naive_baseline")
     if not isinstance(preset, str):
@@ -447,7 +447,7 @@ def _row_settings(item: Mapping[str, Any], name: str, loc: str, shared: Mapping[
 
 
 def check_golden(golden: Path, corpus: Path | None, problems: list[Problem],
-                  where_golden: str = "", where_corpus: str = ""):
+                  where_golden: str = "", where_corpus: str = "") -> tuple[Any, str | None]:
     """(the golden set or None, the corpus digest or None); problems are appended."""
     from kebab_mlflow.errors import CorpusError, GoldenSetError
     from kebab_mlflow.golden import load_golden_set
@@ -472,6 +472,12 @@ def check_golden(golden: Path, corpus: Path | None, problems: list[Problem],
         try:  # chunk ids depend on each row's chunker: `run` checks them per row
             check_expected_ids(golden_set, None, {d.doc_id for d in loaded.documents})
         except CorpusError as exc:
+            problems.extend(exc.problems)
+        from kebab_mlflow.evaluation.evidence import locate_all
+
+        try:  # evidence is text of the documents: every quote is checked before any row
+            locate_all(golden_set, {d.doc_id: d.text for d in loaded.documents})
+        except GoldenSetError as exc:
             problems.extend(exc.problems)
     return golden_set, loaded.digest
 

@@ -11,12 +11,12 @@ import contextlib
 from collections.abc import Iterator
 
 from kebab_mlflow.errors import TargetError
+from kebab_mlflow.redaction import redacted
 from kebab_mlflow.targets.base import Target
 from kebab_mlflow.targets.cmd import load_cmd
 from kebab_mlflow.targets.http import load_http, parse_http
 from kebab_mlflow.targets.python import load_python, parse_python
 from kebab_mlflow.targets.run import load_run, parse_run_spec
-from kebab_mlflow.targets.spec import redacted
 
 
 def load_target(spec: str, *, concurrency: int = 1) -> Target:

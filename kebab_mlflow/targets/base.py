@@ -35,8 +35,8 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from kebab_mlflow.records import Answer, Hit, VersionSnapshot
+from kebab_mlflow.redaction import redacted
 from kebab_mlflow.targets.reply import ReplyError
-from kebab_mlflow.targets.spec import redacted
 
 #: Reply of one query: (hits, answer | None, error | None, seconds).
 Reply = tuple[tuple[Hit, ...], Answer | None, str | None, float]

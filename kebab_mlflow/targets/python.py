@@ -33,6 +33,13 @@ class PythonTarget(Target):
         # a plain function may still return full replies {"hits", "answer"}
         self.answers = not self.is_function and callable(getattr(obj, "ask", None))
 
+    def warm_up(self) -> None:
+        """The object's own ``warm_up()`` when it has one (a model or tokenizer to load):
+        timed apart as ``latency/load_ms``, never charged to the queries."""
+        warm = getattr(self.obj, "warm_up", None)
+        if not self.is_function and callable(warm):
+            warm()
+
     def query(self, text: str, k: int, ask: bool) -> tuple[tuple[Hit, ...], Answer | None]:
         if self.is_function:
             result = self.obj(text, k)

@@ -8,10 +8,13 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from kebab_mlflow.errors import ReplyError
+from kebab_mlflow.errors import ReplyError as ReplyError  # re-exported: the targets raise it
 from kebab_mlflow.records import Answer, Hit
 
 ERROR_SNIPPET = 200
+#: a chunk/doc id (or a citation) longer than this is that query's error, not stored: a
+#: 5 MB id once made a 29 MB per_query.jsonl for 43 queries
+MAX_ID_CHARS = 1024
 
 
 
@@ -37,6 +40,11 @@ def parse_hits(items: Any) -> tuple[Hit, ...]:
     for i, item in enumerate(items):
         rank = i + 1
         if isinstance(item, Hit):
+            too_long = [p for key in ("chunk_id", "doc_id")
+                        if (p := _too_long(key, getattr(item, key)))]
+            if too_long:
+                problems += [f"hit {i}: {p}" for p in too_long]
+                continue
             hit = item if item.rank == rank else replace(item, rank=rank)
         elif isinstance(item, Mapping):
             bad = _hit_problems(item)
@@ -70,17 +78,25 @@ def _hit_problems(item: Mapping[str, Any]) -> list[str]:
             problems.append(f"{key!r} is a {type_name(value)}, not a string")
         elif not value:
             problems.append(f"{key!r} is empty")
+        elif too_long := _too_long(key, value):
+            problems.append(too_long)
     score = item.get("score")
     if "score" not in item:
         problems.append("missing 'score'")
     elif not _is_number(score):
         problems.append(f"'score' is a {type_name(score)}, not a number")
-    elif not math.isfinite(score):
+    elif not math.isfinite(float(score)):
         problems.append(f"'score' is {score}, not a finite number")
     text = item.get("text")
     if text is not None and not isinstance(text, str):
         problems.append(f"'text' is a {type_name(text)}, not a string")
     return problems
+
+
+def _too_long(key: str, value: Any) -> str | None:
+    if isinstance(value, str) and len(value) > MAX_ID_CHARS:
+        return f"{key!r} is {len(value):,} characters, over the limit of {MAX_ID_CHARS:,}"
+    return None
 
 
 def parse_answer(obj: Any) -> Answer | None:
@@ -97,6 +113,8 @@ def parse_answer(obj: Any) -> Answer | None:
     citations = obj.get("citations", [])
     if not isinstance(citations, list | tuple) or not all(isinstance(c, str) for c in citations):
         problems.append("'citations' is not a list of strings")
+    elif any(len(c) > MAX_ID_CHARS for c in citations):
+        problems.append(f"a citation is over the limit of {MAX_ID_CHARS:,} characters")
     refusal = obj.get("refusal_reason")
     if refusal is not None and not isinstance(refusal, str):
         problems.append(f"'refusal_reason' is a {type_name(refusal)}, not a string or null")
@@ -105,7 +123,7 @@ def parse_answer(obj: Any) -> Answer | None:
         problems.append(f"'confidence' is {confidence!r}, not a number in [0, 1] or null")
     if problems:
         raise ReplyError("bad answer: " + "; ".join(problems))
-    return Answer(text=text, citations=tuple(citations), refusal_reason=refusal,
+    return Answer(text=str(text), citations=tuple(citations), refusal_reason=refusal,
                   confidence=None if confidence is None else float(confidence))
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
+import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -43,8 +44,9 @@ from kebab_mlflow.errors import (
     RunFileError,
     TargetError,
     TargetOptionsError,
+    TooDeeplyNested,
 )
-from kebab_mlflow.files import file_digest
+from kebab_mlflow.files import file_digest, json_loads
 from kebab_mlflow.progress import warn
 from kebab_mlflow.records import VERSION_KEYS, Answer, Hit, VersionSnapshot
 from kebab_mlflow.targets.base import Target
@@ -210,6 +212,10 @@ def load_run(spec: str) -> RunFileTarget:
     path, configured = parse_run_spec(spec)
     digest = file_digest(path)
     columns = read_run_file(path)
+    if not len(columns.scores):  # refused here, before any run exists
+        raise RunFileError(f"run file {path} has no hits", [Problem(
+            "empty: expected TREC lines (qid Q0 docid rank score tag) or JSON "
+            "{qid: {docid: score}}", f"{path}:1")])
     default = f"{path.name}@{digest[:12]}"
     versions = VersionSnapshot(**{k: configured.get(k, default) for k in VERSION_KEYS})
     return RunFileTarget(spec, path, RankedRun(columns), versions)
@@ -219,7 +225,16 @@ def load_run(spec: str) -> RunFileTarget:
 
 
 def read_run_file(path: Path) -> RunColumns:
-    """The columns of a TREC or JSON run file (gzipped or not)."""
+    """The columns of a TREC or JSON run file (gzipped or not); a truncated or corrupt gzip
+    stream is a RunFileError naming the line it ended at."""
+    try:
+        return _read_run_file(path)
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise RunFileError(f"run file {path} is not a readable gzip file", [Problem(
+            f"the compressed stream is truncated or corrupt ({exc})", f"{path}:1")]) from None
+
+
+def _read_run_file(path: Path) -> RunColumns:
     with path.open("rb") as fh:
         head = fh.read(2)
     gzipped = head == GZIP_MAGIC
@@ -255,7 +270,7 @@ def _read_trec_arrow(path: Path, gzipped: bool, first: bytes) -> RunColumns:
                               "docid": pa.dictionary(pa.int32(), pa.string()),
                               "score": pa.float64()},
                 include_columns=["qid", "docid", "score"]))
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OSError):  # OSError: a truncated .gz
         raise ArrowUnusable from None
     scores = table.column("score").to_numpy()
     if (table.column("qid").null_count or table.column("docid").null_count
@@ -269,25 +284,52 @@ def _read_trec_lines(path: Path, gzipped: bool) -> RunColumns:
     docs: list[str] = []
     scores: list[float] = []
     problems: list[Problem] = []
-    opener = gzip.open if gzipped else open
-    with opener(path, "rt", encoding="utf-8") as fh:
-        for number, line in enumerate(fh, 1):
-            fields = line.split()
-            if not fields:
-                continue
-            problem = _trec_problem(fields)
-            if problem:
-                problems.append(Problem(problem, f"{path}:{number}"))
-                if len(problems) >= 20:
+    number = 0
+    with _binary(path, gzipped) as fh:
+        try:
+            for number, raw in enumerate(fh, 1):
+                fields = _fields(raw)
+                if fields is None:
+                    problems.append(Problem("not UTF-8 text (a binary file?)", f"{path}:{number}"))
                     break
-                continue
-            qids.append(fields[0])
-            docs.append(fields[2])
-            scores.append(float(fields[4]))
+                if _add_trec_line(fields, f"{path}:{number}", (qids, docs, scores), problems):
+                    break
+        except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+            problems.append(Problem(f"the gzip stream ends here, truncated or corrupt ({exc})",
+                                    f"{path}:{number + 1}"))
     if problems:
         raise RunFileError(f"run file {path} is not a TREC run (qid Q0 docid rank score tag)",
                            problems)
     return RunColumns(qids, docs, np.array(scores, dtype=np.float64))
+
+
+def _binary(path: Path, gzipped: bool) -> Any:
+    return gzip.open(path, "rb") if gzipped else path.open("rb")
+
+
+def _fields(raw: bytes) -> list[str] | None:
+    """A line's whitespace-separated fields; None when it is not UTF-8 (or holds NUL)."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return None if "\0" in text else text.split()
+
+
+def _add_trec_line(fields: list[str], where: str,
+                   columns: tuple[list[str], list[str], list[float]],
+                   problems: list[Problem]) -> bool:
+    """Append one line's hit, or its problem; True once there are enough problems to stop."""
+    if not fields:
+        return False
+    problem = _trec_problem(fields)
+    if problem:
+        problems.append(Problem(problem, where))
+        return len(problems) >= 20
+    columns[0].append(fields[0])
+    columns[1].append(fields[2])
+    columns[2].append(float(fields[4]))
+    return False
 
 
 def _trec_problem(fields: list[str]) -> str | None:
@@ -303,12 +345,21 @@ def _trec_problem(fields: list[str]) -> str | None:
 
 
 def _read_json(path: Path, gzipped: bool) -> RunColumns:
-    opener = gzip.open if gzipped else open
+    with _binary(path, gzipped) as fh:
+        raw = fh.read()
     try:
-        with opener(path, "rt", encoding="utf-8") as fh:
-            data = json.load(fh)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise TargetError(f"run file {path} is not valid JSON: {exc}") from None
+        data = json_loads(raw.decode("utf-8"))
+    except json.JSONDecodeError as exc:
+        raise RunFileError(f"run file {path} is not valid JSON",
+                           [Problem(exc.msg, f"{path}:{exc.lineno}")]) from None
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        raise RunFileError(f"run file {path} is not valid JSON",
+                           [Problem("not UTF-8 text", f"{path}:{line}")]) from None
+    except TooDeeplyNested:
+        raise RunFileError(f"run file {path} is not a run", [Problem(
+            "JSON nested too deeply (a run is {qid: {docid: score}})",
+            f"{path}:{_deep_line(raw)}")]) from None
     if not isinstance(data, dict):
         raise TargetError(f"run file {path}: expected {{qid: {{docid: score}}}}")
     qids: list[str] = []
@@ -326,6 +377,30 @@ def _read_json(path: Path, gzipped: bool) -> RunColumns:
             docs.append(str(doc))
             scores.append(float(score))
     return RunColumns(qids, docs, np.array(scores, dtype=np.float64))
+
+
+def _deep_line(raw: bytes, limit: int = 64) -> int:
+    """The line where the brackets first nest deeper than ``limit`` (strings skipped)."""
+    depth, line, in_string, escaped = 0, 1, False, False
+    for byte in raw:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:  # the closing quote
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in b"[{":
+            depth += 1
+            if depth > limit:
+                return line
+        elif byte in b"]}":
+            depth -= 1
+        if byte == 0x0A:
+            line += 1
+    return 1
 
 
 def _factorize(values: Any) -> tuple[np.ndarray, list[str]]:

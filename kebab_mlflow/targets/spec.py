@@ -1,5 +1,5 @@
 """Target specs: the ``?key=value`` options of each kind, their parsing, the versions a spec
-names, and the redaction of credentials before anything is logged.
+names (credentials are masked by :mod:`kebab_mlflow.redaction`).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 from kebab_mlflow.errors import Problem, TargetError, TargetOptionsError
 from kebab_mlflow.progress import warn
 from kebab_mlflow.records import UNKNOWN, VERSION_KEYS, VersionSnapshot
+from kebab_mlflow.redaction import redacted
 
 #: Spec options per kind (``?key=value&...``); the five version keys are accepted by all.
 OPTIONS = {
@@ -31,10 +32,6 @@ DEFAULT_RETRIES = 2
 DEFAULT_BACKOFF_S = 0.25
 DEFAULT_MAX_BYTES = 16 * 2**20  # an HTTP reply larger than this is that query's error
 
-# Query parameters whose value is shown as *** (api_key, token, password, client_secret, sig…)
-_SECRET_NAME = re.compile(r"key|token|pass|secret|auth|sig|credential|session", re.IGNORECASE)
-_USERINFO = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://)[^/\s@?#]*@")
-_QUERY_PAIR = re.compile(r"([?&;])([^=&;?#\s'\"]+)=([^&;#\s'\"]*)")
 
 
 
@@ -65,14 +62,6 @@ def logged_options(spec: str) -> dict[str, str]:
         options = split_options(spec, kind, strict=False)[1]
     return {k: (without_credentials(v.split("?")[0]) if k == "versions_url" else v.strip())
             for k, v in options.items() if k in OPTIONS[kind]}
-
-
-def redacted(text: str) -> str:
-    """A spec, URL or message as it may be printed, logged or stored: ``user:password@`` of
-    every URL in it → ``***@``, the value of every secret-looking query parameter → ``***``."""
-    text = _USERINFO.sub(r"\1***@", text)
-    return _QUERY_PAIR.sub(lambda m: f"{m[1]}{m[2]}=***" if _SECRET_NAME.search(m[2])
-                           else m[0], text)
 
 
 def without_credentials(url: str) -> str:

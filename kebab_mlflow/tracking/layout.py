@@ -45,8 +45,10 @@ def headline_metrics(aggregate: Aggregate) -> dict[str, float]:
 
 
 def logged_metrics(aggregate: Aggregate, log_breakdowns: bool) -> dict[str, float]:
-    """The metrics a run logs, headline first: only those, or every breakdown value after."""
+    """The metrics a run logs, headline first: only those (and, for run --repeat, the
+    ``repeats/...`` block: flaky_queries, topk_churn), or every breakdown value after."""
     headline = headline_metrics(aggregate)
+    headline |= {metric_key("repeats", k): float(v) for k, v in (aggregate.repeats or {}).items()}
     if not log_breakdowns:
         return headline
     rest = {k: v for k, v in aggregate.flat_metrics().items() if k not in headline}
@@ -86,6 +88,7 @@ def _field_kinds(golden: GoldenSet) -> dict[str, str]:
         "group": ("string", any(x.group for x in q)),
         "difficulty": ("string", any(x.difficulty for x in q)),
         "lang": ("string", any(x.lang for x in q)),
+        "evidence": ("list", any(x.evidence for x in q)),  # offsets/quotes: kebab_mlflow/evidence/
     }
     return {name: kind for name, (kind, used) in candidates.items() if used}
 

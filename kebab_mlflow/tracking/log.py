@@ -38,6 +38,7 @@ from kebab_mlflow.evaluation.evaluate import (
     evaluate_prepared,
     with_ask,
 )
+from kebab_mlflow.evaluation.evidence import EvidenceRun, check_evidence, prepare_evidence
 from kebab_mlflow.evaluation.report import headline_values, run_report, summary_table
 from kebab_mlflow.evaluation.runner import check_expected_ids
 from kebab_mlflow.golden import GoldenSet, load_golden_set
@@ -48,6 +49,7 @@ from kebab_mlflow.pipeline.backends.floors import oracle_truth
 from kebab_mlflow.pipeline.cache import cache_root
 from kebab_mlflow.pipeline.reference import build_pipeline
 from kebab_mlflow.records import VersionSnapshot
+from kebab_mlflow.redaction import redacted
 from kebab_mlflow.tracking.layout import (
     BREAKDOWN_TABLE,
     breakdown_table,
@@ -91,6 +93,7 @@ class RunOptions:
     ask: bool | None = None  # --ask / --no-ask for every query; None: each query's own ``ask``
     log_breakdowns: bool = False
     traces: str = "none"  # none | failures | all
+    repeat: int = 1  # --repeat: every query N times (evaluation/repeats.py)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -117,6 +120,7 @@ class Prepared:
     cutoffs: tuple[int, ...]
     index_s: float
     ask: bool | None = None
+    evidence: EvidenceRun | None = None  # the golden set's evidence, resolved
 
 
 def prepare(options: RunOptions, on_status: Callable[[str], None] = lambda s: None) -> Prepared:
@@ -138,14 +142,16 @@ def prepare(options: RunOptions, on_status: Callable[[str], None] = lambda s: No
         corpus = corpus_to_use(options.corpus, golden)
         on_status(f"corpus: {corpus}" + ("" if options.corpus or not golden.corpus
                                          else " (from the golden set)"))
+        check_evidence(golden, corpus)  # a quote not found fails before the index is built
         on_status("loading or building the index")
         pipeline = build_pipeline(config, corpus, oracle_truth(golden.queries))
         check_expected_ids(golden, pipeline.chunk_ids, pipeline.doc_ids)
         # the config with its tokenizer and gate resolved for the corpus
         source = PipelineSource(preset=options.preset, backend=config["backend"], corpus=corpus,
                                 config=pipeline.config)
+    golden, evidence = prepare_evidence(golden, pipeline)
     return Prepared(golden=golden, pipeline=pipeline, source=source, cutoffs=cutoffs,
-                    index_s=time.perf_counter() - t0, ask=options.ask)
+                    index_s=time.perf_counter() - t0, ask=options.ask, evidence=evidence)
 
 
 def corpus_to_use(explicit: str | None, golden: GoldenSet) -> str:
@@ -212,7 +218,8 @@ def execute(options: RunOptions, *,
                                    options.k, prepared.cutoffs, seed=options.seed,
                                    fail_fast=options.fail_fast,
                                    per_query_path=workdir / "per_query.jsonl",
-                                   index_s=prepared.index_s, ask=prepared.ask)
+                                   index_s=prepared.index_s, ask=prepared.ask,
+                                   repeat=options.repeat, evidence=prepared.evidence)
         checkpoint("queries-done")
         title = options.run_name or f"{prepared.source.preset} on {prepared.golden.name}"
         publishing = Publishing(options.log_breakdowns, options.traces,
@@ -296,7 +303,9 @@ def _params_before_results(prepared: Prepared, options: RunOptions) -> dict[str,
                        versions=getattr(prepared.pipeline, "versions", None) or VersionSnapshot(),
                        k=options.k, cutoffs=prepared.cutoffs, seed=options.seed, aggregate={},
                        scores={}, per_query_path=Path(), per_query_sha256="",
-                       ask=prepared.ask)
+                       ask=prepared.ask, repeat=options.repeat,
+                       evidence_params={} if prepared.evidence is None
+                       else prepared.evidence.params())
     return probe.params()
 
 
@@ -387,7 +396,7 @@ def _publish_or_keep(tracker: Any, run_id: str, workdir: Path) -> None:
         recovery = keep_for_recovery(workdir)
         raise TrackingError(
             f"lost the tracking store while publishing run {run_id} ({type(exc).__name__}: "
-            f"{str(exc).strip()[:200]}); "
+            f"{redacted(str(exc)).strip()[:200]}); "
             f"results kept in {recovery} — run `kebab-mlflow upload {recovery}` once it is back"
         ) from None
 
@@ -455,7 +464,7 @@ def upload(folder: Path, tracking_uri: str | None = None) -> str:
     except KebabError:
         raise
     except Exception as exc:  # noqa: BLE001 - MLflow's refusals come in many types
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        first = (redacted(str(exc)).strip().splitlines() or [type(exc).__name__])[0]
         raise TrackingError(f"could not publish {folder} as run {manifest['run_id']}: "
                             f"{type(exc).__name__}: {first[:300]}") from None
     shutil.rmtree(folder)

@@ -30,6 +30,7 @@ from kebab_mlflow.errors import RunNotFoundError, TrackingError
 from kebab_mlflow.interrupts import checkpoint, raise_if_interrupted
 from kebab_mlflow.progress import warn
 from kebab_mlflow.records import RunRecord
+from kebab_mlflow.redaction import install_log_redaction, redacted, register_url_credentials
 from kebab_mlflow.tracking import ui_view
 from kebab_mlflow.vocabulary import RunStatus
 
@@ -54,6 +55,8 @@ os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
 os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
 # our own progress bars go to stderr; MLflow's download bars would interleave with them
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+# MLflow logs request URLs (with user:password@) and exception text: every record is redacted
+install_log_redaction()
 
 
 def default_store_dir() -> Path:
@@ -162,10 +165,7 @@ def _forget_engine(uri: str) -> None:
 
 
 def _tracking_error(uri: str, exc: Exception) -> TrackingError:
-    text = str(exc)
-    password = os.environ.get("MLFLOW_TRACKING_PASSWORD")
-    if password:
-        text = text.replace(password, "***")
+    text = redacted(str(exc))  # MLflow's text names the request URL, user:password@ included
     # status codes as whole words: a URL's port (":40389") must not read as a 403
     if re.search(r"\b401\b", text) or "Unauthorized" in text:
         return TrackingError(f"the tracking server {describe_uri(uri)} refused the credentials "
@@ -184,6 +184,7 @@ class Tracker:
 
     def __init__(self, tracking_uri: str | None = None):
         self.uri = resolve_uri(tracking_uri)
+        register_url_credentials(self.uri)
         self.local = self.uri.startswith("sqlite:///")
         try:
             with _store_lock(self.uri):
@@ -284,10 +285,10 @@ class Tracker:
         LoggedModel and the dataset they were measured on (the Models tab shows them)."""
         now = int(time.time() * 1000)
         name, digest = dataset or (None, None)
-        p = [Param(k, str(v)[:6000]) for k, v in (params or {}).items()]
+        p = [Param(k, redacted(str(v))[:6000]) for k, v in (params or {}).items()]
         m = [Metric(k, float(v), now, 0, model_id=model_id, dataset_name=name,
                     dataset_digest=digest) for k, v in (metrics or {}).items()]
-        t = [RunTag(k, str(v)[:8000]) for k, v in (tags or {}).items()]
+        t = [RunTag(k, redacted(str(v))[:8000]) for k, v in (tags or {}).items()]
         while p or m or t:
             self.client.log_batch(run_id, metrics=m[:1000], params=p[:100], tags=t[:100])
             p, m, t = p[100:], m[1000:], t[100:]

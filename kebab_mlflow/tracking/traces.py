@@ -63,8 +63,8 @@ class TracePayload:
 
     query_id: str
     query: str
-    hits: tuple[dict, ...]  # {doc_id, chunk_id, score, rank, text}
-    answer: dict | None
+    hits: tuple[dict[str, Any], ...]  # {doc_id, chunk_id, score, rank, text}
+    answer: dict[str, Any] | None
     scores: Mapping[str, float]
     error: str | None
     latency_ms: float

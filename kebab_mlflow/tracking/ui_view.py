@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from typing import Any
 from urllib.parse import urlencode
 
 from kebab_mlflow.metrics.registry import display_order
@@ -69,7 +70,7 @@ def column_width(metric: str) -> int:
     return min(180, max(100, round(6.8 * len(metric)) + 36))
 
 
-def view_state(metrics: Iterable[str]) -> dict:
+def view_state(metrics: Iterable[str]) -> dict[str, Any]:
     """The runs page's settings: the metric columns first, then Models and Dataset."""
     metrics = list(metrics)
     shown = [metric_column(m) for m in metrics]

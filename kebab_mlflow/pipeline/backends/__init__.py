@@ -14,7 +14,7 @@ def top_k_indices(scores: np.ndarray, k: int, *, positive_only: bool = False) ->
     """Indices of the k best scores without a full sort; ties by ascending index."""
     n = scores.shape[0]
     candidates = np.flatnonzero(scores > 0) if positive_only else np.arange(n)
-    return candidates[top_k_positions(candidates, scores[candidates], k)]
+    return np.asarray(candidates[top_k_positions(candidates, scores[candidates], k)])
 
 
 def top_k_positions(candidates: np.ndarray, values: np.ndarray, k: int) -> np.ndarray:

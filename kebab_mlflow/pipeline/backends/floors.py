@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import zip_longest
+from typing import Any
 
 import numpy as np
 
@@ -47,7 +48,7 @@ class RandomBackend:
         return out
 
 
-def oracle_truth(queries: Iterable) -> dict[str, tuple[tuple[str, ...], dict[str, int]]]:
+def oracle_truth(queries: Iterable[Any]) -> dict[str, tuple[tuple[str, ...], dict[str, int]]]:
     """Golden queries → the oracle's ``truth``: query text → (expected chunk ids, doc grades).
     The oracle sees only the text, as any pipeline does, so a text asked several times with
     different expectations gets one ranking for all: their expected chunks in turns (each

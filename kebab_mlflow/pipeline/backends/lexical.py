@@ -101,7 +101,7 @@ class BM25Index:
 
     def scores(self, queries: Sequence[str]) -> np.ndarray:
         """Dense (queries × docs) BM25 scores."""
-        return (self.query_matrix(queries) @ self.weights).toarray()
+        return np.asarray((self.query_matrix(queries) @ self.weights).toarray())
 
     def search_batch(self, queries: Sequence[str], k: int) -> list[list[tuple[int, float]]]:
         """Top k (doc index, score) per query; docs sharing no term with the query (score 0)
