@@ -9,8 +9,12 @@ stderr handler (:mod:`kebab_mlflow.cli.console`).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
+import os
+import tempfile
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Protocol
 
 logger = logging.getLogger("kebab_mlflow")
@@ -49,8 +53,44 @@ def task(description: str, total: int | None = None,
     return _factory(description, total, unit)
 
 
+# set by warnings_once(); an environment variable so that worker processes, forked or
+# spawned, share the sweep's record of what it has already said
+WARNINGS_ONCE_ENV = "KEBAB_WARNINGS_ONCE_DIR"
+
+
 def warn(message: str) -> None:
+    folder = os.environ.get(WARNINGS_ONCE_ENV)
+    if folder and not _first_time(Path(folder), message):
+        return
     logger.warning(message)
+
+
+def _first_time(folder: Path, message: str) -> bool:
+    """Claim ``message`` in ``folder`` (an exclusive create, atomic across processes)."""
+    marker = folder / hashlib.sha256(message.encode()).hexdigest()[:32]
+    try:
+        os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    except OSError:  # the folder is gone or not writable: better twice than never
+        return True
+    return True
+
+
+@contextlib.contextmanager
+def warnings_once() -> Iterator[None]:
+    """Inside (a sweep, its worker processes included), a warning repeated word for word is
+    shown once: every row of a sweep over one golden set would repeat the same one."""
+    saved = os.environ.get(WARNINGS_ONCE_ENV)
+    with tempfile.TemporaryDirectory(prefix="kebab-warned-") as folder:
+        os.environ[WARNINGS_ONCE_ENV] = folder
+        try:
+            yield
+        finally:
+            if saved is None:
+                os.environ.pop(WARNINGS_ONCE_ENV, None)
+            else:
+                os.environ[WARNINGS_ONCE_ENV] = saved
 
 
 @contextlib.contextmanager

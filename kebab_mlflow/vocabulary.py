@@ -23,6 +23,7 @@ GOLDEN_SHA256: Final = "kebab.golden_sha256"
 CORPUS_SHA256: Final = "kebab.corpus_sha256"
 CONFIG_SHA256: Final = "kebab.config_sha256"
 PER_QUERY_SHA256: Final = "kebab.per_query_sha256"
+TRACES: Final = "kebab.traces"  # how many per-query traces the run logged (absent: none)
 VERSIONS_SHA256: Final = "kebab.versions_sha256"  # the logged model's digest of the versions
 PRESET_TAG: Final = "kebab.preset"
 BACKEND_TAG: Final = "kebab.backend"

@@ -31,6 +31,7 @@ from kebab_mlflow.errors import GoldenSetError
 from kebab_mlflow.evaluation.per_query import PerQueryRow
 from kebab_mlflow.golden import parse_golden_set
 from tests.conftest import GOLDEN, KB, ROOT, SHARED
+from tests.test_ci_comment import forge  # noqa: F401 - the fake API fixture
 
 runner = CliRunner()
 SCIFACT = SHARED / "datasets" / "scifact"
@@ -423,25 +424,36 @@ def _ci_commands(path: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("example, env", [
-    ("github-actions.yml", {"GITHUB_STEP_SUMMARY": "summary.md"}),
-    ("gitlab-ci.yml", {"CI_COMMIT_SHORT_SHA": "0a1b2c3", "CI_MERGE_REQUEST_IID": "7"}),
+    ("github-actions.yml", {"GITHUB_STEP_SUMMARY": "summary.md", "GITHUB_TOKEN": "t",
+                            "GITHUB_REPOSITORY": "o/r", "GITHUB_EVENT_PATH": "event.json"}),
+    ("gitlab-ci.yml", {"CI_COMMIT_SHORT_SHA": "0a1b2c3", "CI_MERGE_REQUEST_IID": "7",
+                       "GITLAB_TOKEN": "t", "CI_PROJECT_ID": "42"}),
 ])
-def test_ci_examples_run_against_a_local_store(example, env, tmp_path, monkeypatch):
+def test_ci_examples_run_against_a_local_store(example, env, tmp_path, monkeypatch,
+                                               forge):  # noqa: F811 - the fixture
     """Each kebab-mlflow line of the example, its variables expanded as the shell would, runs
     in-process (CliRunner) against a local SQLite store, in order: run, baseline set, run,
-    compare — and must exit 0 (the same pipeline twice: Same)."""
+    compare (the pull-request comment), ci comment (to a loopback fake of the API), compare —
+    and must exit 0 (the same pipeline twice: Same)."""
     commands = _ci_commands(ROOT / "examples" / "ci" / example)
-    assert [c.split()[1] for c in commands] == ["run", "baseline", "run", "compare"]
+    assert [c.split()[1] for c in commands] == ["run", "baseline", "run", "compare", "ci",
+                                                "compare"]
     assert f"examples/ci/{example}" in (ROOT / "docs" / "compare.md").read_text()
     (tmp_path / "fixtures").symlink_to(ROOT / "fixtures")
-    for key, value in {**env, "MLFLOW_TRACKING_URI":
-                       f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}"}.items():
+    (tmp_path / "event.json").write_text(json.dumps({"pull_request": {"number": 1234}}))
+    state, api = forge
+    for key, value in {**env, "GITHUB_API_URL": api, "CI_API_V4_URL": f"{api}/api/v4",
+                       "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'store' / 'mlflow.db'}",
+                       }.items():
         monkeypatch.setenv(key, value)
     for command in commands:
         # GitHub's ${{ expression }} placeholders: any stable value will do here
         command = os.path.expandvars(re.sub(r"\$\{\{[^}]*\}\}", "1234", command))
+        command = command.removesuffix(" || test $? -eq 1")  # the shell's: exit 1 tolerated
         res = runner.invoke(app, shlex.split(command)[1:])
         assert res.exit_code == 0, (command, res.output)
+    assert [m for m, _, _ in state.log] == ["GET", "POST"]  # the comment was posted
+    assert "### ⚪ Same" in state.comments[0]["body"]
     suite = ET.parse(tmp_path / "compare.xml").getroot()
     assert suite.get("failures") == "0" and suite.find("testcase") is not None
     if "GITHUB_STEP_SUMMARY" in env:

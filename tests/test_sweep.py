@@ -3,6 +3,7 @@ on the parent, failed rows and --resume (issue 6)."""
 
 from __future__ import annotations
 
+import csv
 import json
 import signal
 import subprocess
@@ -253,6 +254,13 @@ def test_full_sweep_parent_children_tags_gauge_and_json(tmp_path, store_uri):
     csv_lines = Path(client.download_artifacts(out["parent_run_id"], "leaderboard.csv",
                                                str(tmp_path))).read_text().splitlines()
     assert len(csv_lines) == 5 and csv_lines[1].split(",")[1] == "oracle"  # best first
+    # issue 31: the tie group of the best contender and each row's rank interval
+    board = {r["row"]: r for r in csv.DictReader(csv_lines)}
+    assert board["bm25"]["tie_group"] == "best" and board["bm25"]["p_vs_best"] == ""
+    assert board["random_retrieval"]["tie_group"] == "worse"
+    assert float(board["random_retrieval"]["p_holm_vs_best"]) < 0.05
+    assert all(int(r["rank_ci_low"]) <= int(r["rank"]) <= int(r["rank_ci_high"])
+               for r in board.values())  # no two rows share a mean here
 
 
 def test_failed_row_is_recorded_and_the_sweep_goes_on(tmp_path, store_uri):
@@ -612,12 +620,14 @@ def test_terminal_tables_fit_80_columns_and_pipes_get_everything(tmp_path, store
     assert max(map(len, lines)) <= 80, res.stdout
     assert any(line.split()[:1] == ["random_retrieval"] for line in lines)
     rows = next(i for i, line in enumerate(lines) if line.startswith("row "))
-    assert lines[rows].split() == ["row", "role", "run", "hit_at_5", "mrr", "ndcg_at_10_doc"]
+    assert lines[rows].split() == ["row", "#", "rank", "CI", "vs", "best", "role", "hit_at_5",
+                                   "mrr", "ndcg_at_10_doc"]  # issue 31: the leaderboard
     bm25 = next(line.split() for line in lines[rows:] if line.startswith("bm25 "))
+    assert bm25[3:5] == ["best", "primary"]
     client = mlflow_client(store_uri)
     child = client.get_run(next(r.info.run_id for r in runs_in(store_uri)
                                 if r.info.run_name == "bm25"))
-    assert bm25[3:] == [f"{child.data.metrics[m]:.4f}" for m in ("hit_at_5", "mrr",
+    assert bm25[5:] == [f"{child.data.metrics[m]:.4f}" for m in ("hit_at_5", "mrr",
                                                                  "ndcg_at_10_doc")]
     assert "row bm25: FINISHED" in res.stderr and " hit_at_5 " in res.stderr  # per-row lines
     wide = _cli(["sweep", str(path), "--tracking-uri", store_uri, "--wide"])

@@ -68,7 +68,8 @@ def test_headline_metrics_alone_and_breakdowns_in_a_table(runs, tmp_path):
     client = mlflow_client(runs.uri)
     run = client.get_run(result.run_id)
     overall = result.aggregate.overall
-    assert set(run.data.metrics) == {n for n, v in overall.items() if v is not None}
+    calibration = {"ece", "brier"}  # issue 31: headline metrics whenever confidences exist
+    assert set(run.data.metrics) == {n for n, v in overall.items() if v is not None} | calibration
     assert "hit_at_10" in run.data.metrics and "by_query_type/comparison/mrr" not in (
         run.data.metrics)
     history = client.get_metric_history(result.run_id, "mrr")
@@ -97,7 +98,8 @@ def test_log_breakdowns_logs_everything_headline_first(runs):
     non_null = [r for r in _breakdown_values(result.aggregate)
                 if isinstance(r[3], (int, float)) and not isinstance(r[3], bool)]
     assert len(metrics) == len(non_null) + sum(v is not None for v in
-                                               result.aggregate.overall.values())
+                                               result.aggregate.overall.values()) + len(
+        result.aggregate.calibration_headline())
 
 
 def test_experiment_kind_is_set(runs):

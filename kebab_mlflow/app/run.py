@@ -39,7 +39,7 @@ from kebab_mlflow.evaluation.evaluate import (
     with_ask,
 )
 from kebab_mlflow.evaluation.evidence import EvidenceRun, check_evidence, prepare_evidence
-from kebab_mlflow.evaluation.report import headline, run_report, summary_table
+from kebab_mlflow.evaluation.report import headline_values, run_report, summary_table
 from kebab_mlflow.evaluation.runner import check_expected_ids
 from kebab_mlflow.golden import GoldenSet, load_golden_set
 from kebab_mlflow.interrupts import checkpoint
@@ -342,8 +342,10 @@ def finish_run(tracker: Any, run_id: str, experiment_id: str, result: EvalResult
         "run_id": run_id, "experiment_id": experiment_id,
         "tracking_uri": describe_uri(tracker.uri),
         "metrics": logged_metrics(result.aggregate, publishing.log_breakdowns),
-        "tags": {vocab.PER_QUERY_SHA256: result.per_query_sha256},
-        "description": f"**{title}**\n\n{summary_table(result.aggregate.overall)}",
+        # kebab.traces: how many traces the run has (a PR comment links them only then)
+        "tags": {vocab.PER_QUERY_SHA256: result.per_query_sha256,
+                 **({vocab.TRACES: str(traced)} if traced else {})},
+        "description": f"**{title}**\n\n{_summary_markdown(result.aggregate)}",
         "dataset": golden_dataset(result.golden),
         "model": pipeline_model(result),
         "traces": traced,
@@ -355,6 +357,11 @@ def finish_run(tracker: Any, run_id: str, experiment_id: str, result: EvalResult
     checkpoint("published")
     shutil.rmtree(workdir, ignore_errors=True)
     return {"outputs_s": outputs_s, "mlflow_logging_s": time.perf_counter() - t_log}
+
+
+def _summary_markdown(aggregate: Aggregate) -> str:
+    summary = headline_values(aggregate)
+    return summary_table(summary, list(summary))
 
 
 def _publish_or_keep(tracker: Any, run_id: str, workdir: Path) -> None:
@@ -419,7 +426,7 @@ def publish(tracker: Any, workdir: Path) -> None:
                            model_id)
     checkpoint("traces-logged")
     tracker.set_runs_view(manifest["experiment_id"], [names.metric_key(n)
-                                                      for n in headline(aggregate.overall)])
+                                                      for n in headline_values(aggregate)])
     checkpoint("view-set")
     if tracker.run_status(run_id) != RunStatus.FINISHED:
         tracker.end_run(run_id, RunStatus.FINISHED)

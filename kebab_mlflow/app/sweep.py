@@ -197,7 +197,7 @@ def run_sweep(spec: SweepSpec, *, experiment: str | None = None,
     runner = make_executor(check_executor(executor or spec.executor), jobs, len(spec.rows))
     t0 = time.perf_counter()
     live = _Live()
-    with sigterm_as_interrupt():
+    with sigterm_as_interrupt(), progress.warnings_once():  # one warning per sweep, not per row
         try:
             _open_store(live, spec, experiment, tracking_uri, resume)
         except KeyboardInterrupt:

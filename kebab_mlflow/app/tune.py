@@ -120,7 +120,8 @@ def run_tune(spec: TuneSpec, *, experiment: str | None = None,
         return tracker.start_run(experiment_id, spec.name, _parent_tags(spec))
 
     # the one run lifecycle: created with signals held, KILLED / FAILED with its trials
-    with run_lifecycle(tracker, start, Lifecycle(what="tune", end_children=True)) as parent:
+    with run_lifecycle(tracker, start, Lifecycle(what="tune", end_children=True)) as parent, \
+            progress.warnings_once():  # each warning once per tune, not once per trial
         parent_id = parent.run_id
         evaluate = _evaluator(spec, experiment, tracker.uri, parent_id)
         tracker.log_batch(parent_id, params=_parent_params(spec))

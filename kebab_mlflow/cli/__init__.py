@@ -6,7 +6,7 @@ happen inside the commands that need them, so ``--help`` is instant. :mod:`.app`
 Typer app; each command module registers its commands on it when imported here.
 """
 
-from kebab_mlflow.cli import run, trec, runs, answers, compare, power, sweep, tune, golden  # noqa: F401, I001 - registers commands (app.HELP_ORDER orders --help)
+from kebab_mlflow.cli import run, trec, runs, answers, compare, power, sweep, tune, golden, ci  # noqa: F401, I001 - registers commands (app.HELP_ORDER orders --help)
 from kebab_mlflow.cli import rescore, judge  # noqa: F401, I001 - golden versions (issue 30)
 from kebab_mlflow.cli.app import app, main
 

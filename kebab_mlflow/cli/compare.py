@@ -29,6 +29,12 @@ class Format(StrEnum):
     md = "md"
     json = "json"
     junit = "junit"
+    pr_comment = "pr-comment"
+
+
+FORMAT_HELP = "output format (pr-comment: markdown for a pull request; `ci comment` posts it)"
+UI_URL_HELP = ("pr-comment: link both runs and their traces in this MLflow UI (default: the "
+               "tracking URI when it is a server)")
 
 
 RescoreOpt = Annotated[bool, typer.Option(
@@ -108,7 +114,8 @@ def compare(
     allow_golden_mismatch: Annotated[bool, typer.Option(
         help="compare the shared query ids of different golden sets")] = False,
     rescore: RescoreOpt = False, golden: GoldenOpt = None, unjudged: UnjudgedOpt = Unjudged.report,
-    fmt: Annotated[Format, typer.Option("--format", help="output format")] = Format.table,
+    fmt: Annotated[Format, typer.Option("--format", help=FORMAT_HELP)] = Format.table,
+    ui_url: Annotated[str | None, typer.Option("--ui-url", help=UI_URL_HELP)] = None,
     out_file: Annotated[Path | None, typer.Option(
         "--out", help="write the output to FILE instead of stdout")] = None,
     wide: Annotated[bool, typer.Option(
@@ -124,10 +131,9 @@ def compare(
 ) -> None:
     """Compare CANDIDATE with BASELINE: per-query diff, paired statistics and one verdict.
 
-    Exit 0 = Better or Same, 1 = Regressed or Inconclusive, 2 = bad input, runs that cannot
-    be compared, or output that cannot be written."""
+    Exit 0 = Better or Same, 1 = Regressed or Inconclusive, 2 = bad input, runs that cannot be
+    compared, or output that cannot be written."""
     from kebab_mlflow import comparison as cmp
-    from kebab_mlflow.tracking.store import Tracker
 
     options = cmp.CompareOptions(gates=tuple(gate or ()), primary=primary, alpha=alpha,
                                  resamples=resamples, seed=seed, strict=strict,
@@ -135,20 +141,25 @@ def compare(
                                  max_regressions=max_regressions,
                                  abstention_gate=abstention_gate, alternative=alternative,
                                  count_flaky=count_flaky)
-    _execute(Tracker(tracking_uri), experiment, (baseline, candidate), options,
-             (fmt, wide, out_file), no_log, (rescore, golden, unjudged))
+    _execute(tracking_uri, experiment, (baseline, candidate), options,
+             (fmt, wide, out_file, ui_url), no_log, (rescore, golden, unjudged))
 
 
-def _execute(tracker: Any, experiment: str, refs: tuple[str, str], options: CompareOptions,
-             output: tuple[Format, bool, Path | None], no_log: bool,
-             versions: tuple[bool, Path | None, Unjudged]) -> None:
+def _execute(tracking_uri: str | None, experiment: str, refs: tuple[str, str],
+             options: CompareOptions, output: tuple[Format, bool, Path | None, str | None],
+             no_log: bool, versions: tuple[bool, Path | None, Unjudged]) -> None:
     """``versions``: --rescore, --golden, --unjudged (golden versions, issue 30)."""
     from kebab_mlflow import comparison as cmp
+    from kebab_mlflow.tracking.store import Tracker
 
-    fmt, wide, out_file = output
+    tracker = Tracker(tracking_uri)
+
+    fmt, wide, out_file, ui_url = output
     base_side, cand_side = cmp.load_pair(tracker, experiment, *refs)
     result = _decided(base_side, cand_side, options, *versions)
-    _emit(_render(result, fmt, wide, to_file=out_file is not None), out_file)
+    _emit(_pr_comment(tracker, result, base_side, cand_side, ui_url)
+          if fmt is Format.pr_comment
+          else _render(result, fmt, wide, to_file=out_file is not None), out_file)
     _step_summary(result)
     if not no_log:
         from kebab_mlflow.app.compare import record
@@ -172,6 +183,25 @@ def _render(result, fmt: Format, wide: bool, to_file: bool) -> str:
     # a terminal gets its own width (80 columns readable); files and CI logs are never cut
     return render_table(result, width=out.width if terminal else None,
                         wide=wide or not terminal, color=terminal)
+
+
+def _pr_comment(tracker: Any, result: Any, baseline: Any, candidate: Any,
+                ui_url: str | None) -> str:
+    """The pull-request comment, with links to both runs when the UI's address is known:
+    ``--ui-url``, else a server tracking URI (without credentials)."""
+    from kebab_mlflow import vocabulary as vocab
+    from kebab_mlflow.comparison.pr_comment import run_link, to_pr_comment
+    from kebab_mlflow.tracking.store import describe_uri
+
+    base = ui_url or (describe_uri(tracker.uri)
+                      if tracker.uri.startswith(("http://", "https://")) else None)
+    links = None
+    if base:
+        b, c = (run_link(base, tracker.experiment_id(side.experiment, create=False),
+                         side.run_id, bool(side.tags.get(vocab.TRACES)))
+                for side in (baseline, candidate))
+        links = (b, c)
+    return to_pr_comment(result, baseline, candidate, links=links)
 
 
 def _emit(text: str, out_file: Path | None) -> None:

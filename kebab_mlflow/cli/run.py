@@ -103,7 +103,7 @@ def run(
 def _report(result: Any, as_json: bool, experiment: str) -> None:
     """The finished run: one JSON object on stdout, or the summary table on stderr."""
     from kebab_mlflow.cli.console import err, metrics_table, print_ui_hint
-    from kebab_mlflow.evaluation.report import headline, ordered
+    from kebab_mlflow.evaluation.report import headline_values, ordered
 
     if as_json:
         typer.echo(json.dumps({"run_id": result.run_id, "experiment_id": result.experiment_id,
@@ -111,8 +111,7 @@ def _report(result: Any, as_json: bool, experiment: str) -> None:
                                "metrics": ordered(result.metrics, result.aggregate.overall),
                                "timings": result.timings}))
         return
-    overall = result.aggregate.overall
-    err.print(metrics_table("summary", {n: overall[n] for n in headline(overall)}))
+    err.print(metrics_table("summary", headline_values(result.aggregate)))
     err.print(f"run [bold]{result.run_id}[/] {result.status} in experiment {experiment}")
     print_ui_hint("this run's store", result.ui_command)
 

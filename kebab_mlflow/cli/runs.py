@@ -14,7 +14,10 @@ from kebab_mlflow.vocabulary import RunStatus
 # The metrics `runs` can show, most telling first; a column appears only when a listed run
 # has a value (a doc-level golden set has no hit_at_5: no column of dashes).
 RUNS_METRICS = ("hit_at_5", "mrr", "ndcg_at_10_doc", "map_doc", "recall_at_10_doc",
-                "recall_at_100_doc", "contains_all")
+                "recall_at_100_doc", "contains_all", "ece", "brier")
+# compare's default primary by the ground truth a run has (comparison/records.DEFAULT_PRIMARY),
+# read from the metrics it logged: mrr exists only with chunk truth, ndcg_at_10_doc with doc
+DEFAULT_PRIMARIES = ("mrr", "ndcg_at_10_doc", "contains_all")
 SHORT_ID = 8
 FIXED = 5  # name, run id, status, preset, golden: the columns before the metrics
 NAME_WIDTH = 18  # at a terminal, longer run names fold onto a second line
@@ -47,14 +50,17 @@ def runs(
     exp = tracker.experiment_id(experiment, create=False)
     baseline = tracker.experiment_tag(exp, BASELINE_TAG)
     found = tracker.find_runs([exp], max_results=limit)
-    metrics = [m for m in RUNS_METRICS if any(r.metrics.get(m) is not None for r in found)]
+    primaries = {p for r in found if (p := primary_metric(r.metrics, r.tags))}
+    listed = [*RUNS_METRICS, *sorted(primaries - set(RUNS_METRICS))]
+    metrics = [m for m in listed if any(r.metrics.get(m) is not None for r in found)]
     verdicts = any(r.tags.get(vocab.VERDICT) for r in found)  # else no column of blanks
     full = wide or not out.is_terminal
     rows = [_run_row(r, baseline, metrics, full)[:FIXED + len(metrics) + verdicts]
             for r in found]
     columns = ["name", "run id", "status", "preset", "golden", *map(short_header, metrics),
                *(["verdict"] if verdicts else [])]
-    shown, hidden = _fit(columns, rows, None if full else out.width)
+    kept = {FIXED + metrics.index(m) for m in primaries if m in metrics}
+    shown, hidden = _fit(columns, rows, None if full else out.width, kept)
     console = _unbounded_console(out.is_terminal) if full else out
     console.print(_runs_table(f"runs in {experiment} (* = baseline)", columns, rows, shown,
                               full))
@@ -62,6 +68,16 @@ def runs(
         names = [metrics[i - FIXED] for i in hidden]
         console.print(f"not shown at {out.width} columns: {', '.join(names)} "
                       "(--wide shows every column and full run ids)", highlight=False)
+
+
+def primary_metric(metrics: dict[str, float], tags: dict[str, str]) -> str | None:
+    """The metric compare decides on for a run's golden set: its ``primary_metric`` (tag),
+    else the default by the ground truth the logged metrics show; None for a run without
+    any (a sweep's parent, a comparison)."""
+    named = tags.get(vocab.PRIMARY_METRIC)
+    if named:
+        return named
+    return next((m for m in DEFAULT_PRIMARIES if metrics.get(m) is not None), None)
 
 
 def _run_row(r, baseline: str | None, metrics: list[str], full: bool) -> list[str]:
@@ -84,18 +100,19 @@ def _golden_version(r: Any) -> str:
 
 
 
-def _fit(columns: list[str], rows: list[list[str]], width: int | None
-         ) -> tuple[list[int], list[int]]:
+def _fit(columns: list[str], rows: list[list[str]], width: int | None,
+         kept: set[int] | frozenset[int] = frozenset()) -> tuple[list[int], list[int]]:
     """Indices of the columns to show within ``width`` (None: all) and of the metric columns
-    left out, rightmost metrics first; name, id, status, preset, golden and verdict always
-    stay."""
+    left out, rightmost metrics first; name, id, status, preset, golden, verdict and the
+    ``kept`` columns (each listed golden set's primary metric) always stay."""
     def size(i: int) -> int:
         cells = [line for c in [columns[i], *(r[i] for r in rows)] for line in c.split("\n")]
         widest = max(len(c) for c in cells)
         return (min(widest, NAME_WIDTH) if i == 0 else widest) + 2  # padding and separator
 
     keep = list(range(len(columns)))
-    metric_cols = [i for i in range(FIXED, len(columns)) if columns[i] != "verdict"]
+    metric_cols = [i for i in range(FIXED, len(columns)) if columns[i] != "verdict"
+                   and i not in kept]
     hidden: list[int] = []
     while width is not None and metric_cols and sum(map(size, keep)) + 2 > width:
         dropped = metric_cols.pop()
@@ -137,8 +154,8 @@ def show(
     metrics: Annotated[str | None, typer.Option(
         "--metrics", help="only metrics matching this glob, e.g. 'recall_*' or '*_doc'")] = None,
 ) -> None:
-    """Show one run: versions, params, metrics and tags (metrics in reading order: overall
-    ones by level and cut-off, then the breakdown blocks)."""
+    """Show one run: metrics, then params (versions among them) and tags (metrics in reading
+    order: overall ones by level and cut-off, ECE and Brier, then the breakdown blocks)."""
     from fnmatch import fnmatchcase
 
     from kebab_mlflow.cli.console import out, table
@@ -154,8 +171,8 @@ def show(
                         ["metric", "value"], [(n, r.metrics[n]) for n in names]))
         return
     out.print(f"[bold]{r.run_name}[/] {r.run_id} — {r.status}")
-    out.print(table("params", ["param", "value"], sorted(r.params.items())))
     out.print(table("metrics", ["metric", "value"], [(n, r.metrics[n]) for n in names]))
+    out.print(table("params", ["param", "value"], sorted(r.params.items())))
     out.print(table("tags", ["tag", "value"], sorted(
         (k, v) for k, v in r.tags.items() if not k.startswith("mlflow.note"))))
 
@@ -199,7 +216,6 @@ def ui(
     ./mlruns) and print the URL of EXPERIMENT's runs with their headline metrics as columns;
     a port already in use is an error (exit 2), not a UI that never starts."""
     import os
-    import subprocess
 
     from kebab_mlflow.tracking.store import Tracker, describe_uri, resolve_uri
     from kebab_mlflow.tracking.ui_view import runs_url
@@ -221,9 +237,55 @@ def ui(
     shown = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
     base = f"http://{f'[{shown}]' if ':' in shown else shown}:{port}"
     what = f"the runs of {experiment}" if experiment_id else f"no experiment {experiment} yet"
-    typer.echo(f"MLflow UI for {describe_uri(uri)} (Ctrl-C to stop); {what}:\n"
-               f"  {runs_url(base, experiment_id)}", err=True)
-    raise typer.Exit(subprocess.call(cmd, env=env))
+    announce = (f"MLflow UI for {describe_uri(uri)} (Ctrl-C to stop); {what}:\n"
+                f"  {runs_url(base, experiment_id)}")
+    raise typer.Exit(serve_ui(cmd, env, f"{base}/health", announce))
+
+
+def serve_ui(cmd: list[str], env: dict[str, str], health_url: str, announce: str) -> int:
+    """Start the UI server and print ``announce`` (its URL) once ``health_url`` answers — a
+    spinner until then: the URL printed at once opened a page that did not load for ~30 s.
+    Returns the server's exit status; if it exits before answering, nothing is announced."""
+    import subprocess
+
+    from kebab_mlflow.cli.console import err
+
+    server = subprocess.Popen(cmd, env=env)
+    try:
+        with err.status("starting the MLflow UI …", spinner="dots"):
+            serving = _wait_until_serving(server, health_url)
+        if serving:
+            err.print(announce, highlight=False, soft_wrap=True)
+        return server.wait()
+    except KeyboardInterrupt:  # the terminal's Ctrl-C reached the server too: let it stop
+        return _stop(server)
+
+
+def _wait_until_serving(server: Any, health_url: str) -> bool:
+    """Poll ``health_url`` until it answers 200 (True) or the server exits (False)."""
+    import time
+    import urllib.error
+    import urllib.request
+
+    while server.poll() is None:
+        try:
+            with urllib.request.urlopen(health_url, timeout=2) as reply:  # noqa: S310 - ours
+                if reply.status == 200:
+                    return True
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(0.25)
+    return False
+
+
+def _stop(server: Any) -> int:
+    import subprocess
+
+    try:
+        return int(server.wait(timeout=10))
+    except subprocess.TimeoutExpired:
+        server.terminate()
+        return int(server.wait())
 
 
 def _runs_view_experiment(tracker: Any, name: str) -> str | None:
@@ -231,6 +293,7 @@ def _runs_view_experiment(tracker: Any, name: str) -> str | None:
     older kebab-mlflow made its runs: columns from the headline metrics of its newest runs."""
     from kebab_mlflow.errors import RunNotFoundError
     from kebab_mlflow.evaluation.report import headline
+    from kebab_mlflow.metrics.registry import CALIBRATION_METRICS
 
     try:
         experiment_id = tracker.experiment_id(name, create=False)
@@ -239,7 +302,8 @@ def _runs_view_experiment(tracker: Any, name: str) -> str | None:
     if tracker.runs_view_metrics(experiment_id) is None:
         runs = tracker.find_runs([experiment_id], status=RunStatus.FINISHED,
                                  tags={vocab.KIND: vocab.RunKind.EVAL}, max_results=50)
-        metrics = {n for r in runs for n in headline(r.metrics)}
+        metrics = {n for r in runs for n in [*headline(r.metrics), *CALIBRATION_METRICS]
+                   if n in r.metrics}
         tracker.set_runs_view(experiment_id, metrics)
     return experiment_id
 

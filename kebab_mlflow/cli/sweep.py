@@ -68,19 +68,19 @@ def _print_result(spec: Any, result: Any, wide: bool) -> None:
     from rich.console import Console
 
     from kebab_mlflow.cli.console import out
-    from kebab_mlflow.formatting import number
     from kebab_mlflow.sweep.outputs import (
         GAUGE_COLUMNS,
         NARROW_GAUGE_COLUMNS,
         gauge_rows,
         gauge_rows_narrow,
-        headline_metrics,
+        primary_interval,
     )
 
     console = out if out.is_terminal else Console(file=io.StringIO(), width=1000)
     tables = ([_table(f"distinguishing power — {spec.name} (overall: {result.signal_state})",
                       GAUGE_COLUMNS, gauge_rows(result.gauge), box.SIMPLE)] if wide else
-              [_table(f"{metric}: {block.signal_state} (primary {spec.primary})",
+              [_table(f"{metric}: {block.signal_state} (primary {spec.primary} "
+                      f"{primary_interval(block)})",
                       NARROW_GAUGE_COLUMNS, gauge_rows_narrow(block), box.SIMPLE)
                for metric, block in result.gauge.items()])
     if not wide:
@@ -89,16 +89,41 @@ def _print_result(spec: Any, result: Any, wide: bool) -> None:
     for t in tables:
         console.print(t)
         console.print()
-    metrics = headline_metrics(spec, result.rows)
-    shown = metrics if wide else metrics[:len(spec.gauge_metrics)]
-    rows = [(n, r.role, ("reused " if r.reused else "") + (r.run_id[:8] if r.run_id else "FAILED"),
-             *[number(r.overall.get(m)) for m in shown]) for n, r in result.rows.items()]
-    console.print(_table("rows", ["row", "role", "run", *shown], rows, box.SIMPLE))
+    console.print(_leaderboard_table(spec, result, wide, box.SIMPLE))
     console.print()
     for name, error in result.failed_rows.items():
         console.print(f"[red]{name}[/]: {error}", markup=True, highlight=False)
     if console is not out:  # rich pads every line to the table's width
         typer.echo("\n".join(line.rstrip() for line in console.file.getvalue().splitlines()))
+
+
+def _leaderboard_table(spec: Any, result: Any, wide: bool, style: Any) -> Any:
+    """The rows best first on the first gauge metric: rank, its bootstrap interval, the tie
+    group against the best contender, then the gauged metrics (--wide: the run ids and the
+    headline metrics too)."""
+    from kebab_mlflow.formatting import number
+    from kebab_mlflow.sweep.outputs import (
+        headline_metrics,
+        leaderboard_order,
+        leaderboard_ranks,
+        rank_interval,
+        tie_group,
+    )
+
+    ranks = leaderboard_ranks(spec, result)
+    best = next((r.mean for r in ranks.values() if r.best), None)
+    metrics = headline_metrics(spec, result.rows)
+    shown = metrics if wide else metrics[:len(spec.gauge_metrics)]
+    rows: list[tuple[str, ...]] = []
+    for rank, name in enumerate(leaderboard_order(ranks), 1):
+        r, place = result.rows[name], ranks[name]
+        run = ("reused " if r.reused else "") + (r.run_id[:8] if r.run_id else "FAILED")
+        rows.append((name, str(rank), rank_interval(place), tie_group(place, best), r.role,
+                     *([run] if wide else []), *[number(r.overall.get(m)) for m in shown]))
+    title = (f"leaderboard on {spec.gauge_metrics[0]} (tied: not significantly different "
+             "from the best; rank CI: 95% over query resamples)")
+    return _table(title, ["row", "#", "rank CI", "vs best", "role", *(["run"] if wide else []),
+                          *shown], rows, style)
 
 
 def _table(title: str, columns: list[str] | tuple[str, ...], rows: list, style: Any) -> Any:

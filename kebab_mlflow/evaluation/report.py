@@ -54,6 +54,14 @@ def headline(overall: Mapping[str, float | None]) -> list[str]:
     return display_order(n for n, v in overall.items() if v is not None and _is_headline(n))
 
 
+def headline_values(aggregate: Aggregate) -> dict[str, float | None]:
+    """What a run's summary shows, in display order: the overall block's headline metrics
+    (:func:`headline`), then ECE and Brier when the run has confidences
+    (:meth:`Aggregate.calibration_headline`)."""
+    overall = aggregate.overall
+    return {**{n: overall[n] for n in headline(overall)}, **aggregate.calibration_headline()}
+
+
 def ordered(metrics: Mapping[str, float], overall: Mapping[str, float | None] | None = None
             ) -> dict[str, float]:
     """``metrics`` (MLflow names → values) in display order: the headline ones first (those
@@ -66,7 +74,8 @@ def ordered(metrics: Mapping[str, float], overall: Mapping[str, float | None] | 
 
 def run_report(title: str, params: Mapping[str, Any], aggregate: Aggregate) -> str:
     overall = aggregate.overall
-    lines = [f"# {title}", "", "## Summary", "", summary_table(overall, headline(overall)),
+    summary = headline_values(aggregate)
+    lines = [f"# {title}", "", "## Summary", "", summary_table(summary, list(summary)),
              "", "## Configuration", "", "| param | value |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in params.items() if not k.startswith("config.")]
     lines += ["", "## All metrics", "", "| metric | value | definition |", "|---|---|---|"]

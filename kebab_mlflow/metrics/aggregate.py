@@ -128,10 +128,26 @@ class Aggregate:
         value = values.get(name)
         return None if value is None else float(value)
 
+    def calibration_headline(self) -> dict[str, float]:
+        """``ece`` and ``brier`` of the answers' confidences, plus ``ece_uncalibrated`` and
+        ``brier_uncalibrated`` when a calibrator changed them (the raw block differs from the
+        calibrated one: without a calibrator the two are the same numbers); empty when no
+        answer carried a confidence."""
+        calibrated = self.abstention_calibration or {}
+        raw = self.abstention_calibration_raw or {}
+        out = {name: float(calibrated[name]) for name in ("ece", "brier")
+               if calibrated.get(name) is not None}
+        if out and any(raw.get(name) != calibrated.get(name) for name in ("ece", "brier")):
+            out |= {f"{name}_uncalibrated": float(raw[name]) for name in ("ece", "brier")
+                    if raw.get(name) is not None}
+        return out
+
     def flat_metrics(self) -> dict[str, float]:
-        """Every non-null number as MLflow metrics (breakdowns under a prefix)."""
+        """Every non-null number as MLflow metrics (breakdowns under a prefix; ECE and Brier
+        also as the headline ``ece``, ``brier``, see :meth:`calibration_headline`)."""
         out = {metric_key(name): value for name, value in self.overall.items()
                if value is not None}
+        out.update(self.calibration_headline())
         for block in BREAKDOWNS:
             for key, metrics in getattr(self, block).items():
                 out.update({metric_key(block, key, name): value

@@ -34,7 +34,8 @@ from kebab_mlflow.metrics.retrieval import (
     mrr,
 )
 
-__all__ = ["CUTOFFS", "JUDGED_LEVELS", "METRICS", "MRR_CUTOFF", "Level", "MetricDef",
+__all__ = ["CALIBRATION_METRICS", "CUTOFFS", "JUDGED_LEVELS", "METRICS", "MRR_CUTOFF", "Level",
+           "MetricDef",
            "display_key", "display_order", "get_metric", "metric_names", "parse_metric",
            "retrieval_metrics", "retrieval_name", "run_metric_names"]
 
@@ -255,6 +256,18 @@ def metric_names(level: str | None = None) -> list[str]:
     return [n for n, m in METRICS.items() if level is None or m.level == level]
 
 
+# ------------------------------------------------------------------ calibration headline
+
+# ECE and Brier of the answers' confidences: run-level numbers (no per-query score, so not in
+# METRICS: they cannot be a primary metric or be gated), shown and logged with the headline
+# metrics whenever a run has confidences; the uncalibrated pair when a calibrator changed them.
+CALIBRATION_METRICS: Mapping[str, str] = MappingProxyType({
+    "ece": "expected calibration error of the answers' confidences (10 equal-width bins)",
+    "brier": "Brier score: mean squared error of confidence vs correctness",
+    "ece_uncalibrated": "ECE of the confidences before the calibrator",
+    "brier_uncalibrated": "Brier score of the confidences before the calibrator",
+})
+
 # --------------------------------------------------------------------------- display order
 
 _LEVEL_ORDER = tuple(Level)
@@ -267,6 +280,10 @@ def display_key(name: str) -> tuple[bool, str, int, int, int, str]:
     cut-off *as a number* (hit_at_10 before hit_at_100); unknown names last, by name."""
     block, _, metric = name.rpartition("/")
     m = parse_metric(metric)
+    if m is None and metric in CALIBRATION_METRICS:  # after the answer metrics
+        return (bool(block), block, _LEVEL_ORDER.index(Level.ANSWER),
+                len(_FAMILY_ORDER) + len(METRICS) + list(CALIBRATION_METRICS).index(metric),
+                0, metric)
     if m is None:
         return (bool(block), block, len(_LEVEL_ORDER), 0, 0, metric)
     family = (_FAMILY_ORDER.index(m.family) if m.family in _FAMILY_ORDER

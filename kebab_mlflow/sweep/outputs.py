@@ -16,17 +16,18 @@ from kebab_mlflow import vocabulary as vocab
 from kebab_mlflow.formatting import number
 from kebab_mlflow.interrupts import checkpoint
 from kebab_mlflow.stats.gauge import (
-    FloorGap,
     GaugeMetric,
     RowStat,
     SignalState,
     combine_states,
     gauge_metric,
 )
+from kebab_mlflow.stats.ranking import RowRank, rank_rows
 from kebab_mlflow.sweep.spec import (
     FLOOR_KEYS,
     ROW_STAT_KEYS,
     RowOutcome,
+    RowRole,
     SweepResult,
     SweepSpec,
     describe_row,
@@ -93,32 +94,36 @@ def _ci(stat: RowStat | None) -> str:
     return f"{number(stat.mean)} [{number(stat.ci_low)}, {number(stat.ci_high)}]"
 
 
-def _gap(fb: FloorGap) -> str:
-    gap = number(fb.gap)
-    if fb.gap_ci_low is not None:
-        gap += f" [{number(fb.gap_ci_low)}, {number(fb.gap_ci_high)}]"
-    return gap
-
-
 def gauge_rows(gauge: Mapping[str, GaugeMetric]) -> list[tuple[str, ...]]:
-    """One table row per (metric, floor): metric, floor, primary, floor, gap, normalized,
-    state — rendered strings."""
-    return [(metric, floor, _ci(block.primary), _ci(fb.stat), _gap(fb), number(fb.normalized),
-             fb.signal_state)
+    """One table row per (metric, floor): metric, floor, primary [CI], floor [CI], gap,
+    normalized, state — rendered strings. The two CIs are what the state's rule compares
+    (alive: the primary's lower bound above the floor's upper bound); the paired gap CI, a
+    different and narrower interval, stays in distinguishing_power.json: shown beside
+    ``uncertain`` it read as a contradiction."""
+    return [(metric, floor, _ci(block.primary), _ci(fb.stat), number(fb.gap),
+             number(fb.normalized), fb.signal_state)
             for metric, block in gauge.items() for floor, fb in block.floors.items()]
 
 
-GAUGE_COLUMNS = ("metric", "floor", "primary [95% CI]", "floor [95% CI]",
-                 "gap [paired 95% CI]", "normalized", "state")
-# the terminal's narrow form, one table per metric: the primary's and the floor's means (their
-# CIs are in --wide, the JSON and the parent's artifacts) and the paired gap CI
-NARROW_GAUGE_COLUMNS = ("floor", "primary", "mean", "gap [95% CI]", "norm.", "state")
+GAUGE_COLUMNS = ("metric", "floor", "primary [95% CI]", "floor [95% CI]", "gap", "normalized",
+                 "state")
+# the terminal's narrow form, one table per metric (the primary's mean and CI in its title)
+NARROW_GAUGE_COLUMNS = ("floor", "floor [95% CI]", "gap", "norm.", "state")
+GAUGE_RULE = ("alive = the primary's CI lower bound is above every floor's CI upper bound; "
+              "uncertain = positive gap, overlapping or missing CIs; dead = the primary is at "
+              "or below a floor; n/a = a floor is missing or failed. normalized = gap / "
+              "(ceiling − floor). The paired gap CIs are in distinguishing_power.json.")
 
 
 def gauge_rows_narrow(block: GaugeMetric) -> list[tuple[str, ...]]:
     """One table row per floor of one gauged metric, for an 80-column terminal."""
-    return [(floor, number(block.primary.mean), number(fb.stat.mean), _gap(fb),
-             number(fb.normalized), fb.signal_state) for floor, fb in block.floors.items()]
+    return [(floor, _ci(fb.stat), number(fb.gap), number(fb.normalized), fb.signal_state)
+            for floor, fb in block.floors.items()]
+
+
+def primary_interval(block: GaugeMetric) -> str:
+    """The primary row's mean and CI, as the narrow tables' titles show it."""
+    return _ci(block.primary)
 
 
 def headline_metrics(spec: SweepSpec, rows: Mapping[str, RowOutcome]) -> list[str]:
@@ -146,35 +151,76 @@ def gauge_markdown(spec: SweepSpec, result: SweepResult) -> str:
     if result.failed_rows:
         lines += ["", "## Failed rows", ""]
         lines += [f"- {n}: {e}" for n, e in result.failed_rows.items()]
-    lines += ["", "alive = the primary's CI lower bound is above every floor's CI upper bound; "
-              "uncertain = positive gap, overlapping or missing CIs; dead = the primary is at "
-              "or below a floor; n/a = a floor is missing or failed. normalized = gap / "
-              "(ceiling − floor)."]
+    lines += ["", GAUGE_RULE]
     return "\n".join(lines) + "\n"
 
 
-def leaderboard(spec: SweepSpec, result: SweepResult) -> tuple[str, str]:
-    """(markdown, csv) of every row, best first on the first gauge metric."""
+def leaderboard_ranks(spec: SweepSpec, result: SweepResult) -> dict[str, RowRank]:
+    """Every row's place on the first gauge metric: point rank, bootstrap rank interval and
+    the tie group of the best contender (primary and variants; floors and the ceiling are
+    ranked and tested too, never the best) — :mod:`kebab_mlflow.stats.ranking`."""
     first = spec.gauge_metrics[0]
+    scores = {n: (r.scores.get(first) if r.status == RunStatus.FINISHED else None)
+              for n, r in result.rows.items()}
+    references = (RowRole.FLOOR, RowRole.CEILING)
+    contenders = [n for n, r in result.rows.items() if r.role not in references]
+    return rank_rows(scores, contenders=contenders, resamples=spec.resamples, seed=spec.seed)
 
+
+def leaderboard_order(ranks: Mapping[str, RowRank]) -> list[str]:
+    """Best first by the mean; rows without one last (stable)."""
     def key(name: str) -> float:
-        stat = result.gauge[first].rows.get(name)
-        return -stat.mean if stat is not None and stat.mean is not None else math.inf
+        mean = ranks[name].mean
+        return math.inf if mean is None else -mean
 
-    names = sorted(result.rows, key=key)
+    return sorted(ranks, key=key)
+
+
+def tie_group(rank: RowRank, best_mean: float | None) -> str:
+    """``best``, ``tied`` (not shown different from the best), ``worse``, ``above`` (a
+    ceiling or floor shown better than the best contender) or ``—`` (no value)."""
+    if rank.best:
+        return "best"
+    if rank.mean is None or best_mean is None:
+        return "—"
+    if rank.tied_with_best:
+        return "tied"
+    return "above" if rank.mean > best_mean else "worse"
+
+
+def rank_interval(rank: RowRank) -> str:
+    if rank.rank_low is None:
+        return "—"
+    return str(rank.rank_low) if rank.rank_low == rank.rank_high else (
+        f"{rank.rank_low}–{rank.rank_high}")
+
+
+def role_label(role: str) -> str:
+    """Floors and the ceiling are marked as such: reference rows, not candidates."""
+    return f"{role} (reference)" if role in (RowRole.FLOOR, RowRole.CEILING) else str(role)
+
+
+def leaderboard(spec: SweepSpec, result: SweepResult) -> tuple[str, str]:
+    """(markdown, csv) of every row, best first on the first gauge metric, with the tie group
+    and the rank interval (see :func:`leaderboard_ranks`)."""
+    ranks = leaderboard_ranks(spec, result)
+    best = next((r.mean for r in ranks.values() if r.best), None)
     extra = headline_metrics(spec, result.rows)[len(spec.gauge_metrics):]
-    md = ["| rank | row | role | config | status | " + " | ".join(spec.gauge_metrics) + " | "
-          + " | ".join(extra) + " | run id |",
-          "|" + "---|" * (6 + len(spec.gauge_metrics) + len(extra))]
+    md = [_leaderboard_intro(spec),
+          "| rank | rank 95% | vs best | row | role | config | status | "
+          + " | ".join(spec.gauge_metrics) + " | " + " | ".join(extra) + " | run id |",
+          "|" + "---|" * (8 + len(spec.gauge_metrics) + len(extra))]
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(["rank", "row", "role", "preset", "k", "overrides", "status", "run_id",
                      *[f"{m}{s}" for m in spec.gauge_metrics for s in ("", "_ci_low", "_ci_high",
-                                                                       "_n")], *extra, "error"])
-    for rank, name in enumerate(names, 1):
-        r, row = result.rows[name], spec.row(name)
+                                                                       "_n")], *extra, "error",
+                     "rank_ci_low", "rank_ci_high", "tie_group", "p_vs_best", "p_holm_vs_best"])
+    for rank, name in enumerate(leaderboard_order(ranks), 1):
+        r, row, place = result.rows[name], spec.row(name), ranks[name]
         stats = [result.gauge[m].rows.get(name) for m in spec.gauge_metrics]
-        md.append(f"| {rank} | {name} | {r.role} | {describe_row(row)} | {r.status} | "
+        md.append(f"| {rank} | {rank_interval(place)} | {tie_group(place, best)} | {name} | "
+                  f"{role_label(r.role)} | {describe_row(row)} | {r.status} | "
                   + " | ".join(_ci(s) for s in stats) + " | "
                   + " | ".join(number(r.overall.get(h)) for h in extra)
                   + f" | {r.run_id or '—'} |")
@@ -183,8 +229,19 @@ def leaderboard(spec: SweepSpec, result: SweepResult) -> tuple[str, str]:
                          r.run_id or "",
                          *[_csv(None if s is None else getattr(s, f))
                            for s in stats for f in ("mean", "ci_low", "ci_high", "n")],
-                         *[_csv(r.overall.get(h)) for h in extra], r.error or ""])
+                         *[_csv(r.overall.get(h)) for h in extra], r.error or "",
+                         _csv(place.rank_low), _csv(place.rank_high), tie_group(place, best),
+                         _csv(place.p_vs_best), _csv(place.p_holm)])
     return f"# Leaderboard — {spec.name}\n\n" + "\n".join(md) + "\n", buf.getvalue()
+
+
+def _leaderboard_intro(spec: SweepSpec) -> str:
+    return (f"Ranked on **{spec.gauge_metrics[0]}** over {len(spec.query_ids)} queries. "
+            "*vs best*: `tied` = not significantly different from the best contender (paired "
+            "sign-flip test against it, Holm across the rows, α 0.05), which is not the same "
+            "as equal; *rank 95%*: the rank's interval over "
+            f"{spec.resamples} query resamples (seed {spec.seed}). Floors and the ceiling are "
+            "reference rows, never the best.\n")
 
 
 def _csv(value: Any) -> str:

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from kebab_mlflow import names
 from kebab_mlflow import vocabulary as vocab
-from kebab_mlflow.evaluation.report import ordered
+from kebab_mlflow.evaluation.report import headline, ordered
 from kebab_mlflow.golden import GoldenSet
 from kebab_mlflow.metrics.aggregate import BREAKDOWNS, SCALAR_BLOCKS, Aggregate
 from kebab_mlflow.names import metric_key
@@ -33,10 +34,14 @@ BREAKDOWN_TABLE = "breakdowns.json"
 
 def headline_metrics(aggregate: Aggregate) -> dict[str, float]:
     """The overall block's non-null values in display order (the summary's headline metrics
-    first, cut-offs ascending)."""
+    first, cut-offs ascending), with ECE and Brier (``ece``, ``brier`` and, after a
+    calibrator, their ``_uncalibrated`` pair) right after the summary's headline metrics: the
+    product's contract logs them on every run with confidences."""
     values = {metric_key(name): float(value)
               for name, value in aggregate.overall.items() if value is not None}
-    return ordered(values, aggregate.overall)
+    first = [metric_key(n) for n in headline(aggregate.overall)]
+    rest = ordered(values, aggregate.overall)
+    return {**{n: values[n] for n in first}, **aggregate.calibration_headline(), **rest}
 
 
 def logged_metrics(aggregate: Aggregate, log_breakdowns: bool) -> dict[str, float]:
@@ -121,6 +126,20 @@ def versions_digest(versions: Mapping[str, str]) -> str:
     return hashlib.sha256(json.dumps(dict(sorted(versions.items()))).encode()).hexdigest()
 
 
+_MODEL_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_=+-]+")  # MLflow refuses . / : % and quotes
+MODEL_NAME_SETTINGS = 60  # characters of the key settings kept in a model's name
+
+
+def model_name(backend: str, versions: Mapping[str, str], digest: str) -> str:
+    """What the Models table shows: the backend, its key settings (the index version, e.g.
+    ``bm25-k1=0_9-b=0_4``; a character MLflow refuses in a model name becomes ``_``), then a
+    short digest of the whole version snapshot (``lexical-bm25-k1=0_9-b=0_4-c0b14c39``)."""
+    settings = _MODEL_NAME_UNSAFE.sub("_", versions.get("index_version", UNKNOWN))
+    settings = settings.strip("_-")[:MODEL_NAME_SETTINGS]
+    parts = [backend] + ([settings] if settings and settings != UNKNOWN else []) + [digest[:8]]
+    return "-".join(parts)
+
+
 def pipeline_model(result: Any) -> dict[str, Any] | None:
     """The LoggedModel a run's metrics belong to: one per distinct version snapshot, found
     again by the snapshot's digest. A target that reports no version at all gets none: "all
@@ -129,5 +148,5 @@ def pipeline_model(result: Any) -> dict[str, Any] | None:
     if all(v == UNKNOWN for v in versions.values()):
         return None
     digest = versions_digest(versions)
-    return {"name": f"{result.source.backend}-{digest[:8]}", "digest": digest,
+    return {"name": model_name(result.source.backend, versions, digest), "digest": digest,
             "params": versions, "tags": {vocab.BACKEND_TAG: result.source.backend}}

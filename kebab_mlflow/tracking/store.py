@@ -13,6 +13,7 @@ import fcntl
 import getpass
 import hashlib
 import json
+import logging
 import os
 import re
 import time
@@ -32,6 +33,11 @@ from kebab_mlflow.records import RunRecord
 from kebab_mlflow.redaction import install_log_redaction, redacted, register_url_credentials
 from kebab_mlflow.tracking import ui_view
 from kebab_mlflow.vocabulary import RunStatus
+
+# A new store's "Creating initial MLflow database tables..." / "Updating database tables" and
+# alembic's migration lines are MLflow's INFO, noise on a kebab terminal; warnings still show.
+for _chatty in ("mlflow.store.db.utils", "alembic"):
+    logging.getLogger(_chatty).setLevel(logging.WARNING)
 
 T = TypeVar("T")
 DEFAULT_EXPERIMENT = "kebab-eval"
