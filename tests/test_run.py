@@ -39,7 +39,9 @@ def test_run_logs_params_metrics_artifacts_tags_and_dataset(store_uri, tmp_path)
     metrics = run.data.metrics
     assert metrics["hit_at_5"] == pytest.approx(result.aggregate.overall["hit_at_5"])
     # headline only by default: the breakdowns are in breakdowns.json (tests/test_ui_layout.py)
-    assert set(metrics) == {k for k, v in result.aggregate.overall.items() if v is not None}
+    # plus ECE and Brier, logged on every run with confidences (tests/test_headline_calibration.py)
+    assert set(metrics) == ({k for k, v in result.aggregate.overall.items() if v is not None}
+                            | {"ece", "brier"})
     assert all("@" not in m for m in metrics)
     tags = run.data.tags
     assert len(tags["kebab.git_commit"]) in (7, 12) or tags["kebab.git_commit"] == "unknown"

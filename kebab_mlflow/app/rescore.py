@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from kebab_mlflow import vocabulary as vocab
-from kebab_mlflow.errors import InputError, Problem
+from kebab_mlflow.errors import InputError, Problem, TrackingError
 from kebab_mlflow.evaluation.per_query import read_per_query
 from kebab_mlflow.evaluation.rescore import RecordedRun, Rescored, rescore
 from kebab_mlflow.files import file_digest
@@ -54,8 +54,23 @@ def load_recorded(tracker: Any, experiment: str, ref: str) -> tuple[RunRecord, R
             raise InputError(f"run {run.run_id}'s per_query.jsonl does not match its "
                              "kebab.per_query_sha256 tag: it cannot be replayed")
         rows = tuple(read_per_query(path))
+        load_ms = _recorded_load_ms(tracker, run.run_id, Path(tmp))
     return run, RecordedRun(run_id=run.run_id, rows=rows, params=dict(run.params),
-                            tags=dict(run.tags))
+                            tags=dict(run.tags), load_ms=load_ms)
+
+
+def _recorded_load_ms(tracker: Any, run_id: str, folder: Path) -> float | None:
+    """The source pipeline's one-time load (aggregate.json's latency.load_ms), which a replay
+    reports as it was; None when the run has none (or no readable aggregate.json)."""
+    import json
+
+    try:
+        aggregate = json.loads(tracker.download_artifact(run_id, "aggregate.json", folder)
+                               .read_text())
+        value = (aggregate.get("latency") or {}).get("load_ms")
+    except (OSError, ValueError, AttributeError, TrackingError):
+        return None
+    return float(value) if isinstance(value, (int, float)) else None
 
 
 def rescore_run(tracker: Any, experiment: str, ref: str, golden: GoldenSet, *,

@@ -25,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -127,7 +127,52 @@ def read_per_query(path: Path, shown_as: str | None = None) -> Iterator[PerQuery
             yield _row(raw, f"{where}:{lineno}")
 
 
-def _row(raw: bytes, where: str) -> PerQueryRow:
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _hit(hit: Any) -> bool:
+    return (isinstance(hit, dict) and isinstance(hit.get("chunk_id"), str)
+            and isinstance(hit.get("doc_id"), str) and isinstance(hit.get("rank"), int)
+            and not isinstance(hit.get("rank"), bool) and _number(hit.get("score")))
+
+
+def _optional(rule: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    return lambda value: value is None or rule(value)
+
+
+#: Every key a line is read back with: (value when absent, rule, what the rule asks). Keys
+#: absent from older files (first_relevant_rank, abstention, flip_rate, evidence,
+#: truncated_hits) have their defaults; every broken rule of a line is reported at once.
+_FIELDS: dict[str, tuple[Any, Callable[[Any], bool], str]] = {
+    "id": (None, lambda v: isinstance(v, str), "must be a string"),
+    "hits": (None, lambda v: isinstance(v, list) and all(_hit(h) for h in v),
+             "must be a list of {rank, chunk_id, doc_id, score}"),
+    "scores": (None, lambda v: isinstance(v, dict) and all(
+        x is None or _number(x) for x in v.values()),
+        "must map metric names to numbers or null"),
+    "answer": (None, _optional(lambda v: isinstance(v, dict)), "must be an object or null"),
+    "latency_ms": (0.0, _number, "must be a number"),
+    "error": (None, _optional(lambda v: isinstance(v, str)), "must be a string or null"),
+    "query": (None, _optional(lambda v: isinstance(v, str)), "must be a string or null"),
+    "first_relevant_rank": (None, _optional(lambda v: isinstance(v, dict) and all(
+        x is None or _count(x) for x in v.values())),
+        "must map levels to ranks >= 0 or null"),
+    "abstention": (None, _optional(lambda v: v in set(AbstentionOutcome)),
+                   f"must be one of {', '.join(AbstentionOutcome)} or absent"),
+    "flip_rate": (None, _optional(lambda v: _number(v) and 0 <= v <= 1),
+                  "must be a number in [0, 1] or absent"),
+    "evidence": (None, _optional(lambda v: isinstance(v, list) and all(
+        isinstance(e, dict) for e in v)), "must be a list of objects"),
+    "truncated_hits": (0, _count, "must be an integer >= 0"),
+}
+
+
+def _json_object(raw: bytes, where: str) -> dict[str, Any]:
     try:
         rec = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
@@ -136,61 +181,21 @@ def _row(raw: bytes, where: str) -> PerQueryRow:
     except RecursionError:  # json's decoder recurses once per nesting level
         raise PerQueryError("unreadable per_query.jsonl",
                             [Problem("JSON nested too deeply", where)]) from None
-    problems = []
     if not isinstance(rec, dict):
         raise PerQueryError("unreadable per_query.jsonl", [Problem("not an object", where)])
-    if not isinstance(rec.get("id"), str):
-        problems.append(Problem("'id' must be a string", where))
-    hits = rec.get("hits")
-    if not isinstance(hits, list) or not all(
-            isinstance(h, dict) and isinstance(h.get("chunk_id"), str)
-            and isinstance(h.get("doc_id"), str)
-            and isinstance(h.get("rank"), int) and not isinstance(h.get("rank"), bool)
-            and isinstance(h.get("score"), (int, float)) for h in hits):
-        problems.append(Problem("'hits' must be a list of {rank, chunk_id, doc_id, score}", where))
-    scores = rec.get("scores")
-    if not isinstance(scores, dict) or not all(
-            v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))
-            for v in scores.values()):
-        problems.append(Problem("'scores' must map metric names to numbers or null", where))
-    answer = rec.get("answer")
-    if answer is not None and not isinstance(answer, dict):
-        problems.append(Problem("'answer' must be an object or null", where))
-    latency = rec.get("latency_ms", 0.0)
-    if not isinstance(latency, (int, float)) or isinstance(latency, bool):
-        problems.append(Problem("'latency_ms' must be a number", where))
-    error = rec.get("error")
-    if error is not None and not isinstance(error, str):
-        problems.append(Problem("'error' must be a string or null", where))
-    query = rec.get("query")
-    if query is not None and not isinstance(query, str):
-        problems.append(Problem("'query' must be a string or null", where))
-    first = rec.get("first_relevant_rank")  # absent in files written before it existed
-    if first is not None and not (isinstance(first, dict) and all(
-            v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 0)
-            for v in first.values())):
-        problems.append(Problem("'first_relevant_rank' must map levels to ranks >= 0 or null",
-                                where))
-    abstention = rec.get("abstention")  # absent on other queries and in older files
-    if abstention is not None and abstention not in set(AbstentionOutcome):
-        problems.append(Problem(f"'abstention' must be one of "
-                                f"{', '.join(AbstentionOutcome)} or absent", where))
-    flip = rec.get("flip_rate")  # only in files of run --repeat
-    if flip is not None and (not isinstance(flip, (int, float)) or isinstance(flip, bool)
-                             or not 0 <= flip <= 1):
-        problems.append(Problem("'flip_rate' must be a number in [0, 1] or absent", where))
-    evidence = rec.get("evidence")  # only for queries with evidence spans
-    if evidence is not None and not (isinstance(evidence, list)
-                                     and all(isinstance(e, dict) for e in evidence)):
-        problems.append(Problem("'evidence' must be a list of objects", where))
-    truncated = rec.get("truncated_hits", 0)
-    if not isinstance(truncated, int) or isinstance(truncated, bool) or truncated < 0:
-        problems.append(Problem("'truncated_hits' must be an integer >= 0", where))
+    return rec
+
+
+def _row(raw: bytes, where: str) -> PerQueryRow:
+    rec = _json_object(raw, where)
+    v = {name: rec.get(name, default) for name, (default, _, _) in _FIELDS.items()}
+    problems = [Problem(f"'{name}' {what}", where)
+                for name, (_, ok, what) in _FIELDS.items() if not ok(v[name])]
     if problems:
         raise PerQueryError("unreadable per_query.jsonl", problems)
-    return PerQueryRow(id=rec["id"], query=query, hits=tuple(hits), answer=answer, scores=scores,
-                       latency_ms=float(latency), error=error,
-                       first_relevant_rank=first, abstention=abstention,
-                       flip_rate=None if flip is None else float(flip),
-                       evidence=None if evidence is None else tuple(evidence),
-                       truncated_hits=truncated)
+    return PerQueryRow(id=v["id"], query=v["query"], hits=tuple(v["hits"]), answer=v["answer"],
+                       scores=v["scores"], latency_ms=float(v["latency_ms"]), error=v["error"],
+                       first_relevant_rank=v["first_relevant_rank"], abstention=v["abstention"],
+                       flip_rate=None if v["flip_rate"] is None else float(v["flip_rate"]),
+                       evidence=None if v["evidence"] is None else tuple(v["evidence"]),
+                       truncated_hits=v["truncated_hits"])

@@ -43,6 +43,7 @@ class RecordedRun:
     rows: tuple[PerQueryRow, ...]
     params: Mapping[str, str]
     tags: Mapping[str, str] = field(default_factory=dict)
+    load_ms: float | None = None  # its pipeline's one-time load (latency/load_ms), kept as is
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,10 +74,14 @@ class RecordedSource(PipelineSource):
 class ReplayTarget:
     """A target that answers every query with the hits and answer its source run recorded."""
 
-    def __init__(self, rows: Sequence[PerQueryRow], versions: VersionSnapshot, answers: bool):
+    def __init__(self, rows: Sequence[PerQueryRow], versions: VersionSnapshot, answers: bool,
+                 load_ms: float | None = None):
         self._rows = {row.id: row for row in rows}
         self.versions = versions
         self.answers = answers  # the source scored answers (a search-only target did not)
+        # nothing is loaded again: the source's load time is what the run reports
+        # (evaluation/runner.py's warm_up reads it instead of timing one)
+        self.recorded_load_ms = load_ms
 
     def replay(self, queries: Sequence[GoldenQuery], depth: int) -> list[QueryResult]:
         return [_result(self._rows[q.id], depth) for q in queries]
@@ -142,7 +147,8 @@ def _rescore(run: RecordedRun, golden: GoldenSet, intersect: bool,
     cutoffs = tuple(run_cutoffs(k, parse_cutoffs(run.params["cutoffs"])
                                 if run.params.get("cutoffs") else None))
     rows = [row for row in run.rows if row.id in kept]
-    target = ReplayTarget(rows, _versions(run.params), answers=_scored_answers(run.rows))
+    target = ReplayTarget(rows, _versions(run.params), answers=_scored_answers(run.rows),
+                          load_ms=run.load_ms)
     result = evaluate_prepared(target, recorded_source(run), wanted, k, cutoffs,
                                seed=int(run.params.get("seed", "0")),
                                per_query_path=per_query_path, ask=ask)
@@ -196,4 +202,5 @@ def run_of_result(result: EvalResult, run_id: str = "in-memory") -> RecordedRun:
     return RecordedRun(run_id=run_id, rows=result.rows(),
                        params={k: str(v) for k, v in result.params().items()},
                        tags={vocab.CONFIG_SHA256: result.source.config_digest(),
-                             vocab.PRIVATE: str(result.golden.private).lower()})
+                             vocab.PRIVATE: str(result.golden.private).lower()},
+                       load_ms=(result.aggregate.latency or {}).get("load_ms"))

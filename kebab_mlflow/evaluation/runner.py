@@ -171,7 +171,11 @@ def run_queries(pipeline: Any, golden: GoldenSet, depth: int, cutoffs: Sequence[
 
 
 def warm_up(pipeline: Any) -> float | None:
-    """Milliseconds the pipeline's ``warm_up()`` took; None when it has none."""
+    """Milliseconds the pipeline's ``warm_up()`` took; None when it has none. A replayed run
+    (evaluation/rescore.py) loads nothing and reports its source's load time."""
+    if hasattr(pipeline, "recorded_load_ms"):
+        recorded: float | None = pipeline.recorded_load_ms
+        return recorded
     warm = getattr(pipeline, "warm_up", None)
     if not callable(warm):
         return None
