@@ -106,7 +106,16 @@ def test_ui_prints_the_runs_url_and_backfills_the_view_of_an_older_experiment(st
     written = ui_view.view_metrics(client.get_experiment(experiment_id).tags[VIEW_TAG])
     client.delete_experiment_tag(experiment_id, VIEW_TAG)  # as an older kebab-mlflow left it
     started = []
-    monkeypatch.setattr("subprocess.call", lambda cmd, env: started.append(cmd) or 0)
+
+    def serve(cmd: list, env: dict, health_url: str, announce: str) -> int:
+        # the server itself is tests/test_terminal.py's (serve_ui): here only what ui asks
+        from kebab_mlflow.cli.console import err
+
+        started.append(cmd)
+        err.print(announce, highlight=False, soft_wrap=True)
+        return 0
+
+    monkeypatch.setattr("kebab_mlflow.cli.runs.serve_ui", serve)
     res = runner.invoke(app, ["ui", "--tracking-uri", store_uri, "--experiment", "older",
                               "--port", "5077"])
     assert res.exit_code == 0, res.output
