@@ -120,7 +120,7 @@ def test_help_imports_no_heavy_module():
 HELP_ORDER = ["validate", "golden", "metrics", "presets", "run", "runs", "show", "ui",
               "import-beir", "upload", "import-trec", "compare", "power", "sweep", "tune",
               "calibrate",
-              "import-squad", "baseline", "ci"]
+              "import-squad", "baseline", "rescore", "judge", "ci"]
 
 
 def test_help_lists_the_commands_in_their_order():

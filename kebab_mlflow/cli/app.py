@@ -68,7 +68,7 @@ class _App(typer.Typer):
 HELP_ORDER = ("validate", "golden", "metrics", "presets", "run", "runs", "show", "ui",
               "import-beir", "upload", "import-trec", "compare", "power", "sweep", "tune",
               "calibrate",
-              "import-squad", "baseline", "ci")
+              "import-squad", "baseline", "rescore", "judge", "ci")
 
 
 class _HelpOrder(TyperGroup):

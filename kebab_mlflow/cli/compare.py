@@ -135,12 +135,11 @@ def compare(
     compared, or output that cannot be written."""
     from kebab_mlflow import comparison as cmp
 
-    options = cmp.CompareOptions(gates=tuple(gate or ()), primary=primary, alpha=alpha,
-                                 resamples=resamples, seed=seed, strict=strict,
-                                 allow_golden_mismatch=allow_golden_mismatch, margin=margin,
-                                 max_regressions=max_regressions,
-                                 abstention_gate=abstention_gate, alternative=alternative,
-                                 count_flaky=count_flaky)
+    options = cmp.CompareOptions(
+        gates=tuple(gate or ()), primary=primary, alpha=alpha, resamples=resamples, seed=seed,
+        strict=strict, allow_golden_mismatch=allow_golden_mismatch, margin=margin,
+        max_regressions=max_regressions, abstention_gate=abstention_gate,
+        alternative=alternative, count_flaky=count_flaky)
     _execute(tracking_uri, experiment, (baseline, candidate), options,
              (fmt, wide, out_file, ui_url), no_log, (rescore, golden, unjudged))
 
