@@ -16,7 +16,7 @@ from tests.conftest import ROOT
 
 pytest.importorskip("mypy", reason="mypy is in the test extra: pip install -e '.[test]'")
 
-MAX_ERRORS = 109  # 22 files, mostly tracking/store.py, sweep/execution.py, golden.py, runner.py;
+MAX_ERRORS = 107  # 24 files, mostly tracking/store.py, app/sweep.py, golden.py, runner.py;
 # lower it with every fix, never raise it
 
 
