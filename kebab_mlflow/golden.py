@@ -186,8 +186,9 @@ def _mlflow_name_problems(name: str, metadata_fields: tuple[str, ...],
     where_name = at(child(node, "name") or node)
     problems = [Problem(why, where_name) for why in (
         names.length_problem("'name'", name, names.MAX_DATASET_NAME),) if why]
-    groups = [("by_metadata_field", f, at(child(node, "metadata_fields")), None)
-              for f in metadata_fields]
+    groups: list[tuple[str, str, str, str | None]] = [
+        ("by_metadata_field", f, at(child(node, "metadata_fields")), None)
+        for f in metadata_fields]
     groups += [("by_hardcase_category", tag, f"{at(None)}:{q.line}", q.id)
                for q in queries for tag in q.hardcase_categories]
     first: dict[tuple[str, str], str] = {}
@@ -268,7 +269,7 @@ def _parse_queries(queries: list[Any], item_nodes: list[Any], header: _Header,
     return parsed, identities
 
 
-def _primary_metric(data: dict, node: Any, at: Callable[[Any], str],
+def _primary_metric(data: dict[str, Any], node: Any, at: Callable[[Any], str],
                     problems: list[Problem]) -> str | None:
     """The metric compare decides on, when the file names one (checked against the registry
     when a run starts: the cut-offs decide which names exist)."""
@@ -280,7 +281,8 @@ def _primary_metric(data: dict, node: Any, at: Callable[[Any], str],
     return None
 
 
-def _top(data: dict, key: str, typ: type, default: Any, problems, at, node) -> Any:
+def _top(data: dict[str, Any], key: str, typ: type, default: Any, problems: list[Problem],
+         at: Callable[[Any], str], node: Any) -> Any:
     value = data.get(key, default)
     if value is None or not isinstance(value, typ):
         problems.append(Problem(f"'{key}' must be {typ.__name__}",
@@ -317,7 +319,7 @@ def _parse_query(item: Any, node: Any, index: int, at: Callable[[Any], str],
             continue
         if isinstance(value, bool) and bool not in types or not isinstance(value, types):
             bad(f"{key!r} must be {type_name}, got {type(value).__name__}", key)
-        elif type_name == "a list of strings" and not all(isinstance(x, str) for x in value):
+        elif type_name == "a list of strings" and not all(isinstance(x, str) for x in item[key]):
             bad(f"{key!r} must be a list of strings", key)
 
     doc_ids = _doc_grades(item.get("expected_doc_ids"), bad)
@@ -335,7 +337,9 @@ def _parse_query(item: Any, node: Any, index: int, at: Callable[[Any], str],
     def strs(key: str) -> tuple[str, ...]:
         return tuple(item.get(key) or ())
 
-    opt = lambda key: None if item.get(key) is None else str(item[key])  # noqa: E731
+    def opt(key: str) -> str | None:
+        return None if item.get(key) is None else str(item[key])
+
     return GoldenQuery(
         id=qid_str or "", query=item["query"], expected_chunk_ids=strs("expected_chunk_ids"),
         expected_doc_ids=doc_ids, must_contain=strs("must_contain"), forbidden=strs("forbidden"),
@@ -375,7 +379,7 @@ def _evidence(item: dict[str, Any], node: Any, at: Callable[[Any], str],
     return spans
 
 
-def _doc_grades(value: Any, bad) -> dict[str, int]:
+def _doc_grades(value: Any, bad: Callable[[str, str], None]) -> dict[str, int]:
     if value is None:
         return {}
     if isinstance(value, list):
@@ -404,7 +408,7 @@ class _Identity:
     id: str
     line: int
     group: str | None
-    expected_doc_ids: dict[str, int] | None  # None: unreadable, left out of the group check
+    expected_doc_ids: Mapping[str, int] | None  # None: unreadable, left out of the group check
     expected_ids: tuple[str, ...] = ()  # its expected doc and chunk ids, for the collisions
 
 
@@ -418,7 +422,7 @@ def _identity(item: Any, node: Any) -> _Identity | None:
     group = str(group) if isinstance(group, (str, int)) and not isinstance(group, bool) else None
     raw = item.get("expected_doc_ids")
     problems: list[str] = []  # already reported by _parse_query; here they only disqualify
-    grades = _doc_grades(raw, lambda message, key=None: problems.append(message))
+    grades = _doc_grades(raw, lambda message, key: problems.append(message))
     readable = raw is None or isinstance(raw, (list, dict)) and not problems
     line = node.line + 1 if node is not None else 0
     chunks = item.get("expected_chunk_ids")
@@ -468,7 +472,7 @@ def _cross_query_problems(queries: list[_Identity], source: str) -> list[Problem
         if q.group is None or q.expected_doc_ids is None:
             continue
         first = groups.setdefault(q.group, q)
-        if dict(first.expected_doc_ids) != dict(q.expected_doc_ids):
+        if dict(first.expected_doc_ids or {}) != dict(q.expected_doc_ids):
             problems.append(Problem(
                 f"group {q.group!r} disagrees on expected_doc_ids with query {first.id!r} "
                 f"(line {first.line})", f"{source}:{q.line}", q.id))

@@ -7,11 +7,14 @@ from __future__ import annotations
 import json
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from kebab_mlflow.cli.app import golden_app
+
+if TYPE_CHECKING:  # loaded by the command itself: --help stays light
+    from kebab_mlflow.golden import GoldenQuery
 
 
 @golden_app.command("anchor")
@@ -85,7 +88,7 @@ def _diff_text(result: object) -> str:
                                                  "labels")) + f"), unchanged {c['unchanged']}")
     lines = [head]
 
-    def text(q: object) -> str:
+    def text(q: GoldenQuery) -> str:
         return "" if result.private else f"  {q.query!r}"
 
     lines += [f"+ {q.id} ({result.b.path}:{q.line}){text(q)}" for q in result.added]

@@ -8,8 +8,7 @@ from typing import Annotated
 
 import typer
 
-from kebab_mlflow.cli.app import Experiment, TrackingUri, app
-from kebab_mlflow.cli.golden import golden_app
+from kebab_mlflow.cli.app import Experiment, TrackingUri, app, golden_app
 
 
 @app.command()

@@ -19,7 +19,7 @@ import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from mlflow.entities import DatasetInput, InputTag, Metric, Param, RunTag
 from mlflow.exceptions import MlflowException
@@ -284,13 +284,13 @@ class Tracker:
             if exp is not None:
                 if EXPERIMENT_KIND_TAG not in exp.tags:  # made by an older version or by hand
                     self._set_kind(exp.experiment_id)
-                return exp.experiment_id
+                return cast(str, exp.experiment_id)
             if not create:
                 raise RunNotFoundError(f"no experiment named {name!r} in {describe_uri(self.uri)}")
             with _store_lock(self.uri):
                 exp = self.client.get_experiment_by_name(name)
                 if exp is not None:
-                    return exp.experiment_id
+                    return cast(str, exp.experiment_id)
                 location = None
                 if self.local:
                     db = Path(self.uri.removeprefix("sqlite:///"))
@@ -299,14 +299,14 @@ class Tracker:
                     folder = re.sub(r"[^\w.-]", "_", name).strip(".")[:100] or "experiment"
                     location = (db.parent / "artifacts" / folder).resolve().as_uri()
                 try:
-                    return self.client.create_experiment(
+                    return cast(str, self.client.create_experiment(
                         name, artifact_location=location,
-                        tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
+                        tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND}))
                 except MlflowException:  # created by a racing process
                     exp = self.client.get_experiment_by_name(name)
                     if exp is None:
                         raise
-                    return exp.experiment_id
+                    return cast(str, exp.experiment_id)
         except MlflowException as exc:
             raise _tracking_error(self.uri, exc) from None
 
@@ -331,7 +331,7 @@ class Tracker:
         # the run exists but its caller does not know its id yet: a signal here must be held
         # (interrupts.signals_deferred) or the run stays RUNNING for good
         checkpoint("run-created")
-        return run.info.run_id
+        return cast(str, run.info.run_id)
 
     def enclosing_run(self, experiment_id: str) -> str | None:
         """Under ``mlflow run`` (MLproject): the project's run, ``$MLFLOW_RUN_ID``, when it is a
@@ -388,7 +388,7 @@ class Tracker:
     def log_artifact(self, run_id: str, path: Path, artifact_path: str | None = None) -> None:
         self.client.log_artifact(run_id, str(path), artifact_path)
 
-    def log_golden_dataset(self, run_id: str, name: str, digest: str, source_tags: dict,
+    def log_golden_dataset(self, run_id: str, name: str, digest: str, source_tags: dict[str, str],
                            schema: Mapping[str, str] | None = None,
                            profile: Mapping[str, Any] | None = None) -> None:
         """Link the golden set to the run as an MLflow dataset: its digest (the file's), its
@@ -397,7 +397,8 @@ class Tracker:
         from mlflow.data.code_dataset_source import CodeDatasetSource
         from mlflow.data.meta_dataset import MetaDataset
 
-        class GoldenDataset(MetaDataset):
+        # mlflow is not followed (pyproject.toml [tool.mypy]): its MetaDataset is Any here
+        class GoldenDataset(MetaDataset):  # type: ignore[misc]
             def to_dict(self) -> dict[str, str]:
                 return {**super().to_dict(), **({"profile": json.dumps(dict(profile))}
                                                 if profile else {})}
@@ -425,7 +426,7 @@ class Tracker:
         return any(d.dataset.name == name and d.dataset.digest == digest
                    for d in (inputs.dataset_inputs if inputs else []))
 
-    def log_table(self, run_id: str, columns: Mapping[str, list], artifact_file: str) -> None:
+    def log_table(self, run_id: str, columns: Mapping[str, list[Any]], artifact_file: str) -> None:
         """A table artifact the run page shows as a table (``mlflow.log_table``). MLflow
         appends to an existing file of that name; publishing again (``upload``) must not
         duplicate the rows, so an existing table is left as it is."""
@@ -456,13 +457,13 @@ class Tracker:
                       MLFLOW_MODEL_IS_EXTERNAL: "true"},
                 params=dict(params), model_type="pipeline", flavor="external")
             self._finish_external_model(model.model_id)
-        return model.model_id
+        return cast(str, model.model_id)
 
     def _model_with_digest(self, experiment_id: str, digest: str) -> str | None:
         found = self.client.search_logged_models(
             [experiment_id], f"tags.`{MODEL_DIGEST_TAG}` = {_quoted(digest)}",
             order_by=[{"field_name": "creation_time", "ascending": True}], max_results=1)
-        return found[0].model_id if found else None
+        return cast(str, found[0].model_id) if found else None
 
     def _finish_external_model(self, model_id: str) -> None:
         """What ``mlflow.create_external_model`` does after creating one: an MLmodel file
@@ -555,7 +556,7 @@ class Tracker:
 
     def experiment_name(self, experiment_id: str) -> str | None:
         try:
-            return self.client.get_experiment(experiment_id).name
+            return cast(str, self.client.get_experiment(experiment_id).name)
         except MlflowException:
             return None
 
@@ -586,7 +587,7 @@ class Tracker:
         self.client.set_experiment_tag(experiment_id, key, value)
 
     def experiment_tag(self, experiment_id: str, key: str) -> str | None:
-        return self.client.get_experiment(experiment_id).tags.get(key)
+        return cast("str | None", self.client.get_experiment(experiment_id).tags.get(key))
 
     def set_runs_view(self, experiment_id: str, metrics: Iterable[str]) -> None:
         """Add a run's headline metrics (MLflow names) to the columns of kebab's saved runs
