@@ -44,7 +44,7 @@ def coded_hits(pipeline: Any, batch: Sequence[GoldenQuery],
 
 
 def _judgments(per_query: Iterable[Mapping[str, float]],
-               doc_code: Mapping[str, int]) -> tuple[list[int], list[int], list[float]]:
+               doc_code: Mapping[str, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     rows: list[int] = []
     items: list[int] = []
     grades: list[float] = []
@@ -53,7 +53,9 @@ def _judgments(per_query: Iterable[Mapping[str, float]],
             rows.append(i)
             items.append(doc_code.get(item, UNKNOWN))
             grades.append(grade)
-    return rows, items, grades
+    # the dtypes RelevanceTable.from_codes reads them as
+    return (np.asarray(rows, dtype=np.int64), np.asarray(items, dtype=np.int64),
+            np.asarray(grades, dtype=np.float64))
 
 
 def coded_tables(batch: Sequence[GoldenQuery], codes: np.ndarray, doc_code: Mapping[str, int],
@@ -101,8 +103,10 @@ def coded_line(query: GoldenQuery, result: QueryResult, hits: str,
     return f'{head[:-1]}, "hits": {hits}, {tail[1:]}\n'
 
 
-def score_coded_batch(pipeline: Any, batch: Sequence[GoldenQuery], coded: tuple, depth: int,
-                      cutoffs: Sequence[int], private: bool, seconds: float):
+def score_coded_batch(pipeline: Any, batch: Sequence[GoldenQuery],
+                      coded: tuple[np.ndarray, np.ndarray], depth: int, cutoffs: Sequence[int],
+                      private: bool, seconds: float
+                      ) -> tuple[dict[str, np.ndarray], list[str], list[float]]:
     """(scores, lines, latencies in ms) of one batch from its codes; ``seconds``: the time
     taken to look its hits up, shared by its queries."""
     codes, hit_scores = coded
@@ -118,7 +122,7 @@ def score_coded_batch(pipeline: Any, batch: Sequence[GoldenQuery], coded: tuple,
     names = list(scores)
     columns = [scores[name].tolist() for name in names]
     level_ranks = {level: v.tolist() for level, v in ranks.items()}
-    lines = []
+    lines: list[str] = []
     for i, (q, (row, row_scores, n)) in enumerate(zip(batch, rows, strict=True)):
         result = QueryResult(query_id=q.id, hits=(), answer=None, latency_ms=latency_ms)
         lines.append(coded_line(q, result, hits_json(row[:n], row_scores[:n], doc_json),
@@ -128,7 +132,8 @@ def score_coded_batch(pipeline: Any, batch: Sequence[GoldenQuery], coded: tuple,
     return scores, lines, [latency_ms] * len(batch)
 
 
-def timed_coded_hits(pipeline: Any, batch: Sequence[GoldenQuery], depth: int):
+def timed_coded_hits(pipeline: Any, batch: Sequence[GoldenQuery], depth: int
+                     ) -> tuple[tuple[np.ndarray, np.ndarray] | None, float]:
     """(coded hits or None, seconds)."""
     start = time.perf_counter()
     coded = coded_hits(pipeline, batch, depth)

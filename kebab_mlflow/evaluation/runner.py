@@ -46,6 +46,12 @@ from kebab_mlflow.metrics.scoring import first_relevant_ranks, retrieval_tables,
 from kebab_mlflow.records import Answer, Hit, QueryResult
 
 BATCH_SIZE = 64
+# a query searched: (hits as the pipeline returned them, error | None, seconds)
+Searched = tuple[tuple[Any, ...], str | None, float]
+# a batch scored: (scores, answers, latencies in ms, pipeline seconds, metrics seconds,
+# per-query repeat stats)
+BatchScored = tuple[dict[str, np.ndarray], list[Answer | None], list[float], float, float,
+                    list[RepeatStats]]
 
 
 
@@ -87,7 +93,8 @@ def _error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def _search_batch(pipeline: Any, queries: Sequence[GoldenQuery], depth: int):
+def _search_batch(pipeline: Any, queries: Sequence[GoldenQuery], depth: int
+                  ) -> list[Searched]:
     """[(hits | None, error | None, seconds)] per query."""
     texts = [q.query for q in queries]
     if hasattr(pipeline, "search_batch") and len(queries) > 1:
@@ -98,7 +105,7 @@ def _search_batch(pipeline: Any, queries: Sequence[GoldenQuery], depth: int):
             return [(tuple(hits), None, share) for hits in batch]
         except Exception:  # noqa: BLE001 - isolate the failing query below
             pass
-    out = []
+    out: list[Searched] = []
     for text in texts:
         start = time.perf_counter()
         try:
@@ -196,7 +203,8 @@ def _batch_results(pipeline: Any, batch: Sequence[GoldenQuery], depth: int
 
 def _batch_by_hits(pipeline: Any, golden: GoldenSet, batch: Sequence[GoldenQuery], depth: int,
                    cutoffs: Sequence[int], writer: PerQueryWriter, with_answers: bool,
-                   fail_fast: bool, repeat: int = 1, evidence: EvidenceRun | None = None):
+                   fail_fast: bool, repeat: int = 1, evidence: EvidenceRun | None = None
+                   ) -> BatchScored:
     """Search (and answer) one batch ``repeat`` times, score it and write its lines: (scores
     — means over the repeats —, answers of the first repeat, every latency, pipeline seconds,
     metrics seconds, per-query repeat stats)."""
@@ -207,7 +215,7 @@ def _batch_by_hits(pipeline: Any, golden: GoldenSet, batch: Sequence[GoldenQuery
         results = _batch_results(pipeline, batch, depth)
         t1 = time.perf_counter()
         failed = next((r for r in results if r.error), None)
-        if fail_fast and failed:
+        if fail_fast and failed and failed.error:
             raise QueryFailed(f"query {failed.query_id} raised: "
                               f"{shown_error(failed.error, golden.private)}")
         tables = retrieval_tables(batch, results, depth)
@@ -260,7 +268,7 @@ def _repeat_entry(rec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _batch_by_codes(pipeline: Any, golden: GoldenSet, batch: Sequence[GoldenQuery], depth: int,
-                    cutoffs: Sequence[int], writer: PerQueryWriter):
+                    cutoffs: Sequence[int], writer: PerQueryWriter) -> BatchScored | None:
     """:func:`_batch_by_hits` for a target with ``coded`` (evaluation/coded.py); None when
     the batch must take the Hit path (a doc listed twice)."""
     coded, seconds = timed_coded_hits(pipeline, batch, depth)
@@ -274,8 +282,8 @@ def _batch_by_codes(pipeline: Any, golden: GoldenSet, batch: Sequence[GoldenQuer
     return scores, [None] * len(batch), latencies, seconds, time.perf_counter() - t1, []
 
 
-def _answer(pipeline: Any, query: GoldenQuery, hits, error, seconds,
-            depth: int) -> QueryResult:
+def _answer(pipeline: Any, query: GoldenQuery, hits: tuple[Any, ...], error: str | None,
+            seconds: float, depth: int) -> QueryResult:
     answer = None
     hits, truncated = hits[:depth], max(len(hits) - depth, 0)
     if error is None:
@@ -329,10 +337,13 @@ def build_aggregate(golden: GoldenSet, scores: dict[str, np.ndarray],
                        "abstention_calibration_raw": calibration_block(*raw)}
         if calibrated[0].size:
             calibration["reliability_bins"] = tuple(reliability_bins(*calibrated))
+    split = breakdowns(queries, scores)
     return Aggregate(
         overall=aggregate_block(scores),
         counts=counts(queries),
-        **breakdowns(queries, scores),
+        by_query_type=split["by_query_type"],
+        by_hardcase_category=split["by_hardcase_category"],
+        by_metadata_field=split["by_metadata_field"],
         abstention_outcomes=abstention_outcomes(queries, answers),
         latency=_latency(latencies_ms, load_ms),
         **calibration)
