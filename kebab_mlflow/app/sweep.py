@@ -40,17 +40,17 @@ import tempfile
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, CancelledError, wait
-from dataclasses import dataclass
+from concurrent.futures import FIRST_COMPLETED, CancelledError, Future, wait
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from kebab_mlflow import progress
 from kebab_mlflow import vocabulary as vocab
 from kebab_mlflow.app.lifecycle import Lifecycle, end_running_children, run_lifecycle
-from kebab_mlflow.errors import InputError, RunInterrupted
+from kebab_mlflow.errors import InputError, RunInterrupted, SweepError
 from kebab_mlflow.formatting import number
 from kebab_mlflow.interrupts import (
     checkpoint,
@@ -62,13 +62,17 @@ from kebab_mlflow.sweep.executors import check_executor, make_executor
 from kebab_mlflow.sweep.outputs import compute_gauge, overall_state, publish_sweep
 from kebab_mlflow.sweep.spec import (
     RowOutcome,
-    SweepError,
     SweepResult,
     SweepRow,
     SweepSpec,
     describe_row,
 )
 from kebab_mlflow.vocabulary import RunStatus
+
+if TYPE_CHECKING:  # the store loads when the sweep opens it
+    from kebab_mlflow.app.run import RunOptions
+    from kebab_mlflow.records import RunRecord
+    from kebab_mlflow.tracking.store import Tracker
 
 ROW_TAG = vocab.SWEEP_ROW
 SWEEP_KIND = vocab.RunKind.SWEEP
@@ -88,7 +92,7 @@ def absolute_uri(uri: str) -> str:
 
 
 def row_options(spec: SweepSpec, row: SweepRow, experiment: str, uri: str,
-                parent_run_id: str):
+                parent_run_id: str) -> RunOptions:
     from kebab_mlflow.app.run import RunOptions
 
     return RunOptions(golden=str(Path(spec.golden).resolve()),
@@ -101,7 +105,7 @@ def row_options(spec: SweepSpec, row: SweepRow, experiment: str, uri: str,
                                   **row.grid_tags})
 
 
-def execute_row(options: Any, metrics: tuple[str, ...]) -> dict[str, Any]:
+def execute_row(options: RunOptions, metrics: tuple[str, ...]) -> dict[str, Any]:
     """Run one row (in this process or a worker). Errors come back as text; an interrupt
     propagates."""
     from kebab_mlflow.app.run import execute
@@ -126,10 +130,12 @@ def execute_row(options: Any, metrics: tuple[str, ...]) -> dict[str, Any]:
             "seconds": time.perf_counter() - t0}
 
 
-def _end_row_runs(options: Any) -> None:
+def _end_row_runs(options: RunOptions) -> None:
     """End this row's child runs still RUNNING KILLED (best effort on the way out)."""
     from kebab_mlflow.tracking.store import Tracker
 
+    if options.parent_run_id is None or options.run_name is None:
+        return  # not a row's: a row's options always name its parent and itself
     with contextlib.suppress(Exception):
         end_running_children(Tracker(options.tracking_uri), options.parent_run_id,
                              RunStatus.KILLED, where={ROW_TAG: options.run_name})
@@ -169,7 +175,7 @@ def row_line(spec: SweepSpec, outcome: RowOutcome) -> str:
         return f"row {outcome.name}: FAILED — {outcome.error}"
     metric = spec.gauge_metrics[0]
     return (f"row {outcome.name}: FINISHED ({outcome.seconds:.1f} s, run "
-            f"{outcome.run_id[:8]}) {metric} {number(outcome.overall.get(metric))}")
+            f"{(outcome.run_id or '')[:8]}) {metric} {number(outcome.overall.get(metric))}")
 
 
 # --------------------------------------------------------------------------- the sweep
@@ -179,8 +185,8 @@ def row_line(spec: SweepSpec, outcome: RowOutcome) -> str:
 class _Live:
     """What an interrupt must clean up: the tracker and the parent run, once they exist."""
 
-    tracker: Any = None
-    parent_id: str | None = None
+    tracker: Tracker = field(init=False)  # set by _open_store, before any run exists
+    parent_id: str = ""
     experiment: str = ""
     experiment_id: str = ""
 
@@ -259,7 +265,7 @@ def _run_pending(spec: SweepSpec, pending: Sequence[SweepRow], live: _Live, runn
                                                  live.tracker.uri, live.parent_id))
     runner.close()
     # a row Dask retried after its worker died left that attempt's child RUNNING
-    kept = {o.run_id for o in outcomes.values()}
+    kept = {o.run_id for o in outcomes.values() if o.run_id is not None}
     end_running_children(live.tracker, live.parent_id, RunStatus.FAILED, keep=frozenset(kept),
                          tags={LOST_TAG: "its worker died; the row was retried or failed"})
     return outcomes
@@ -292,7 +298,7 @@ def _run_rows(spec: SweepSpec, pending: Sequence[SweepRow], runner: Any,
     return outcomes
 
 
-def _reply(future: Any) -> dict[str, Any]:
+def _reply(future: Future[dict[str, Any]]) -> dict[str, Any]:
     try:
         return future.result()
     except (RunInterrupted, CancelledError):
@@ -349,7 +355,7 @@ def _parent_params(spec: SweepSpec) -> dict[str, Any]:
 
 
 
-def _resume_state(tracker: Any, spec: SweepSpec, experiment: str, ref: str
+def _resume_state(tracker: Tracker, spec: SweepSpec, experiment: str, ref: str
                   ) -> tuple[str, dict[str, RowOutcome]]:
     """The parent to resume and its reusable rows. Children a SIGKILLed sweep left RUNNING end
     KILLED; a FINISHED row whose per_query.jsonl does not match its kebab.per_query_sha256 tag
@@ -377,7 +383,7 @@ def _resume_state(tracker: Any, spec: SweepSpec, experiment: str, ref: str
     return parent.run_id, done
 
 
-def _check_resumable(parent: Any, spec: SweepSpec, ref: str) -> None:
+def _check_resumable(parent: RunRecord, spec: SweepSpec, ref: str) -> None:
     tags, parent_id = parent.tags, parent.run_id
     if tags.get(vocab.KIND) != SWEEP_KIND:
         raise SweepError(f"--resume {ref}: run {parent_id} is not a sweep parent "
@@ -396,7 +402,7 @@ def _check_resumable(parent: Any, spec: SweepSpec, ref: str) -> None:
                              "were scored on the old one — start a new sweep")
 
 
-def _reused_row(tracker: Any, spec: SweepSpec, row: SweepRow, child: Any,
+def _reused_row(tracker: Tracker, spec: SweepSpec, row: SweepRow, child: RunRecord,
                 tmp: Path) -> RowOutcome | None:
     """A finished child's outcome read back from its per_query.jsonl, or None (run it again)
     when the file does not match the digest its run recorded, as ``compare`` checks it."""
@@ -409,7 +415,8 @@ def _reused_row(tracker: Any, spec: SweepSpec, row: SweepRow, child: Any,
                       "not match its kebab.per_query_sha256 tag (tampered with or truncated); "
                       "the row runs again")
         return None
-    ids, columns = [], {m: [] for m in spec.gauge_metrics}
+    ids: list[str] = []
+    columns: dict[str, list[float]] = {m: [] for m in spec.gauge_metrics}
     for rec in read_per_query(path):
         ids.append(rec.id)
         for m in spec.gauge_metrics:
