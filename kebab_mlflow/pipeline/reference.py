@@ -14,7 +14,7 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 try:
     import fcntl
@@ -51,6 +51,12 @@ from kebab_mlflow.pipeline.text import (
     tokenizer_version,
 )
 from kebab_mlflow.records import Answer, Hit, VersionSnapshot
+
+if TYPE_CHECKING:  # each loads when a pipeline needs it
+    import scipy.sparse as sp
+
+    from kebab_mlflow.pipeline.backends.lexical import BM25Index
+    from kebab_mlflow.pipeline.calibrator import Calibrator
 
 PARSER_VERSION = "parser-v1"
 
@@ -293,7 +299,7 @@ def _chunker_config(config: Mapping[str, Any]) -> ChunkerConfig:
 
 
 def _make_backend(name: str, config: Mapping[str, Any], chunks: list[Chunk], folder: Path,
-                  truth) -> Any:
+                  truth: Mapping[str, tuple[Sequence[str], Mapping[str, int]]]) -> Any:
     from kebab_mlflow.pipeline.backends.floors import OracleBackend, RandomBackend
 
     ids = [c.chunk_id for c in chunks]
@@ -314,7 +320,7 @@ def _make_backend(name: str, config: Mapping[str, Any], chunks: list[Chunk], fol
     return HybridBackend(_lexical(config, chunks, folder), dense, hy["rrf_k"], hy["depth"])
 
 
-def _lexical(config: Mapping[str, Any], chunks: list[Chunk], folder: Path):
+def _lexical(config: Mapping[str, Any], chunks: list[Chunk], folder: Path) -> BM25Index:
     """The BM25 index for these k1 and b; the term counts (the costly part, tokenizing every
     chunk) are cached once per chunk set, so each k1/b variant of a sweep only reweighs them."""
     from kebab_mlflow.pipeline.backends.lexical import BM25Index
@@ -336,7 +342,8 @@ def _lexical(config: Mapping[str, Any], chunks: list[Chunk], folder: Path):
     return load_or_build_once(folder, sub.name, load, build)
 
 
-def _term_counts(chunks: Sequence[Chunk], folder: Path, tokenizer: str = "english"):
+def _term_counts(chunks: Sequence[Chunk], folder: Path, tokenizer: str = "english"
+                 ) -> tuple[sp.csr_matrix, dict[str, int]]:
     """(chunks × terms) counts and the term → column map, cached beside the chunk list."""
     import scipy.sparse as sp
 
@@ -346,12 +353,12 @@ def _term_counts(chunks: Sequence[Chunk], folder: Path, tokenizer: str = "englis
     counts = folder / f"term_counts-{version}.npz"
     vocabulary = folder / f"term_vocabulary-{version}.json"
 
-    def load():
+    def load() -> tuple[sp.csr_matrix, dict[str, int]] | None:
         if not (counts.is_file() and vocabulary.is_file()):
             return None
         return sp.load_npz(counts), json.loads(vocabulary.read_text())
 
-    def build():
+    def build() -> tuple[sp.csr_matrix, dict[str, int]]:
         with progress.task("counting terms", len(chunks), "chunks") as task:
             tf, vocab = term_counts([c.text for c in chunks], tokenizer, task.advance)
         with atomic_folder(folder) as tmp:
@@ -372,7 +379,8 @@ def _document_frequencies(chunks: Sequence[Chunk], folder: Path,
     return {t: int(df[i]) for t, i in vocabulary.items()}
 
 
-def _load_calibrator(folder: Path, versions: VersionSnapshot | None = None):
+def _load_calibrator(folder: Path, versions: VersionSnapshot | None = None
+                     ) -> Calibrator | None:
     """The calibrator fitted by ``kebab-mlflow calibrate`` for this pipeline, or None.
 
     It lives in the index folder as ``calibrator-<key>.json``, ``key`` = a digest of the

@@ -11,17 +11,20 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import numpy as np
 
 from kebab_mlflow import names
 from kebab_mlflow import vocabulary as vocab
-from kebab_mlflow.errors import ConfigError, Problem, SweepError
+from kebab_mlflow.errors import ConfigError, Problem, SweepError, TargetError
 from kebab_mlflow.stats.gauge import GaugeMetric
 from kebab_mlflow.sweep.executors import EXECUTOR_RULE, is_executor
 from kebab_mlflow.vocabulary import RunStatus
 from kebab_mlflow.yaml_source import child, location, parse, sequence_items
+
+if TYPE_CHECKING:  # loaded by check_golden, once the file's own checks are done
+    from kebab_mlflow.golden import GoldenSet
 
 DEFAULT_FLOORS = ("random_retrieval", "single_chunk")
 
@@ -112,7 +115,7 @@ class SweepSpec:
         return next(r for r in self.rows if r.name == name)
 
 
-def is_int(value: Any) -> bool:
+def is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -155,7 +158,7 @@ class FileReader:
         return value
 
 
-def is_str(value: Any) -> bool:
+def is_str(value: Any) -> TypeGuard[str]:
     return isinstance(value, str) and value.strip() != ""
 
 
@@ -233,6 +236,8 @@ def _build(data: dict[str, Any], node: Any, source: str, base: Path, sha256: str
                                    r.where("gauge_metrics"))
     if r.problems:
         raise SweepError(f"invalid sweep file {source}", r.problems)
+    # no problem: the golden set was read and the rows name a primary one
+    assert golden_set is not None and primary is not None
     return SweepSpec(path=source, sha256=sha256, name=top.name, description=top.description,
                      experiment=top.experiment,
                      golden=str(top.golden), corpus=str(top.corpus), rows=tuple(rows),
@@ -435,7 +440,7 @@ def _row_settings(item: Mapping[str, Any], name: str, loc: str, shared: Mapping[
         problems.append(Problem(f"row {name}: 'target' must be a target spec string "
                                 "(python:..., http://..., cmd:...)", loc))
     elif target is not None:
-        from kebab_mlflow.targets import TargetError, check_target
+        from kebab_mlflow.targets import check_target
 
         try:
             check_target(target)
@@ -447,7 +452,8 @@ def _row_settings(item: Mapping[str, Any], name: str, loc: str, shared: Mapping[
 
 
 def check_golden(golden: Path, corpus: Path | None, problems: list[Problem],
-                  where_golden: str = "", where_corpus: str = "") -> tuple[Any, str | None]:
+                  where_golden: str = "", where_corpus: str = ""
+                  ) -> tuple[GoldenSet | None, str | None]:
     """(the golden set or None, the corpus digest or None); problems are appended."""
     from kebab_mlflow.errors import CorpusError, GoldenSetError
     from kebab_mlflow.golden import load_golden_set
@@ -482,7 +488,7 @@ def check_golden(golden: Path, corpus: Path | None, problems: list[Problem],
     return golden_set, loaded.digest
 
 
-def check_metrics(names: list[str] | None, golden_set: Any, rows: Sequence[SweepRow],
+def check_metrics(names: list[str] | None, golden_set: GoldenSet | None, rows: Sequence[SweepRow],
                    problems: list[Problem], where: str) -> tuple[str, ...]:
     from kebab_mlflow.metrics.registry import get_metric
     from kebab_mlflow.metrics.scoring import cutoffs_for

@@ -145,7 +145,7 @@ def _build(r: FileReader, base: Path, sha256: str) -> TuneSpec:
     space = _space(r, preset, shared)
     b_preset, b_set = _baseline(r, preset, shared)
     sets = _golden_sets(r, paths)
-    gates = r.typed("gates", lambda v: isinstance(v, list) and v and all(map(is_str, v)),
+    gates = r.typed("gates", lambda v: isinstance(v, list) and bool(v) and all(map(is_str, v)),
                     "a non-empty list of metric names", None)
     objective = _objective(r, sets, preset, k)
     name = r.typed("name", is_str, "a string", Path(r.source).stem)
@@ -262,7 +262,8 @@ def _values_valid(r: FileReader, preset: str, shared: Mapping[str, Any], param: 
     return len(r.problems) == count
 
 
-def _baseline(r: FileReader, preset: str, shared: Mapping[str, Any]) -> tuple[str, dict]:
+def _baseline(r: FileReader, preset: str, shared: Mapping[str, Any]
+              ) -> tuple[str, dict[str, Any]]:
     """The baseline the best configuration is compared with on test (default: preset + set)."""
     value = r.data.get("baseline", {})
     if not isinstance(value, dict) or set(value) - {"preset", "set"}:
@@ -281,8 +282,9 @@ def _golden_sets(r: FileReader, paths: Mapping[str, Path | None]) -> dict[str, A
     a query id or text on both sides is a problem."""
     sets: dict[str, Any] = {"train": None, "test": None, "corpus": None}
     for side in ("train", "test"):
-        if paths[side] is not None:
-            sets[side], sets["corpus"] = check_golden(paths[side], paths["corpus"], r.problems,
+        path = paths[side]
+        if path is not None:
+            sets[side], sets["corpus"] = check_golden(path, paths["corpus"], r.problems,
                                                        r.where(side), r.where("corpus"))
     train, test = sets["train"], sets["test"]
     if train is not None and test is not None:
@@ -302,8 +304,8 @@ def _objective(r: FileReader, sets: Mapping[str, Any], preset: str, k: int) -> s
     test (where, as compare's primary metric, it decides the verdict)."""
     train = sets.get("train")
     has_chunk = train is not None and any(q.has_chunk_truth for q in train.queries)
-    objective = r.typed("objective", is_str, "a metric name", "mrr" if has_chunk or train is None
-                        else "mrr_doc")
+    objective: str = r.typed("objective", is_str, "a metric name",
+                             "mrr" if has_chunk or train is None else "mrr_doc")
     found: list[Problem] = []
     for side in ("train", "test"):
         if sets.get(side) is not None or side == "train":
