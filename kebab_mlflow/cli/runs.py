@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from kebab_mlflow import vocabulary as vocab
 from kebab_mlflow.cli.app import Experiment, TrackingUri, app, baseline_app
 from kebab_mlflow.vocabulary import RunStatus
+
+if TYPE_CHECKING:  # each command imports what it uses: --help stays light
+    from subprocess import Popen
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from kebab_mlflow.records import RunRecord
+    from kebab_mlflow.tracking.store import Tracker
 
 # The metrics `runs` can show, most telling first; a column appears only when a listed run
 # has a value (a doc-level golden set has no hit_at_5: no column of dashes).
@@ -70,7 +80,7 @@ def runs(
                       "(--wide shows every column and full run ids)", highlight=False)
 
 
-def primary_metric(metrics: dict[str, float], tags: dict[str, str]) -> str | None:
+def primary_metric(metrics: Mapping[str, float], tags: Mapping[str, str]) -> str | None:
     """The metric compare decides on for a run's golden set: its ``primary_metric`` (tag),
     else the default by the ground truth the logged metrics show; None for a run without
     any (a sweep's parent, a comparison)."""
@@ -80,7 +90,7 @@ def primary_metric(metrics: dict[str, float], tags: dict[str, str]) -> str | Non
     return next((m for m in DEFAULT_PRIMARIES if metrics.get(m) is not None), None)
 
 
-def _run_row(r, baseline: str | None, metrics: list[str], full: bool) -> list[str]:
+def _run_row(r: RunRecord, baseline: str | None, metrics: list[str], full: bool) -> list[str]:
     from kebab_mlflow.formatting import number
 
     kind = r.tags.get(vocab.KIND, "")
@@ -90,7 +100,7 @@ def _run_row(r, baseline: str | None, metrics: list[str], full: bool) -> list[st
             *(number(r.metrics.get(m)) for m in metrics), r.tags.get(vocab.VERDICT, "")]
 
 
-def _golden_version(r: Any) -> str:
+def _golden_version(r: RunRecord) -> str:
     """The run's golden set as name@short digest (older runs: from the param and digest)."""
     if r.tags.get("kebab.golden_version"):
         return str(r.tags["kebab.golden_version"])
@@ -122,7 +132,7 @@ def _fit(columns: list[str], rows: list[list[str]], width: int | None,
 
 
 def _runs_table(title: str, columns: list[str], rows: list[list[str]], shown: list[int],
-                full: bool):
+                full: bool) -> Table:
     from rich import box
     from rich.table import Table
 
@@ -138,7 +148,7 @@ def _runs_table(title: str, columns: list[str], rows: list[list[str]], shown: li
     return t
 
 
-def _unbounded_console(terminal: bool):
+def _unbounded_console(terminal: bool) -> Console:
     """--wide, or output to a pipe or file: lines as long as the table, nothing cut or folded
     (a terminal wraps them itself)."""
     from rich.console import Console
@@ -261,7 +271,7 @@ def serve_ui(cmd: list[str], env: dict[str, str], health_url: str, announce: str
         return _stop(server)
 
 
-def _wait_until_serving(server: Any, health_url: str) -> bool:
+def _wait_until_serving(server: Popen[bytes], health_url: str) -> bool:
     """Poll ``health_url`` until it answers 200 (True) or the server exits (False)."""
     import time
     import urllib.error
@@ -278,7 +288,7 @@ def _wait_until_serving(server: Any, health_url: str) -> bool:
     return False
 
 
-def _stop(server: Any) -> int:
+def _stop(server: Popen[bytes]) -> int:
     import subprocess
 
     try:
@@ -288,7 +298,7 @@ def _stop(server: Any) -> int:
         return int(server.wait())
 
 
-def _runs_view_experiment(tracker: Any, name: str) -> str | None:
+def _runs_view_experiment(tracker: Tracker, name: str) -> str | None:
     """The experiment's id (None: no such experiment), its saved runs view made first if an
     older kebab-mlflow made its runs: columns from the headline metrics of its newest runs."""
     from kebab_mlflow.errors import RunNotFoundError

@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kebab_mlflow import vocabulary as vocab
 from kebab_mlflow.comparison.records import RunSide
 from kebab_mlflow.errors import ComparisonRefused, Problem
-from kebab_mlflow.evaluation.per_query import file_digest, read_per_query
+from kebab_mlflow.evaluation.per_query import read_per_query
+from kebab_mlflow.files import file_digest
 from kebab_mlflow.records import RunRecord
 from kebab_mlflow.vocabulary import RunStatus
 
+if TYPE_CHECKING:  # the caller opens the store
+    from kebab_mlflow.tracking.store import Tracker
 
-def load_pair(tracker: Any, experiment: str, baseline_ref: str, candidate_ref: str,
+
+def load_pair(tracker: Tracker, experiment: str, baseline_ref: str, candidate_ref: str,
               workdir: Path | None = None) -> tuple[RunSide, RunSide]:
     """Resolve both references, refuse unfinished runs, download and read ``per_query.jsonl``."""
     from kebab_mlflow.tracking.references import resolve_run
@@ -30,7 +34,7 @@ def load_pair(tracker: Any, experiment: str, baseline_ref: str, candidate_ref: s
     return baseline, candidate
 
 
-def load_side(tracker: Any, experiment: str, ref: str, role: str) -> RunSide:
+def load_side(tracker: Tracker, experiment: str, ref: str, role: str) -> RunSide:
     """One side of a comparison from a run reference."""
     from kebab_mlflow.tracking.references import resolve_run
 
@@ -57,7 +61,7 @@ def _artifact_name(r: RunRecord) -> str:
     return f"run {r.run_id} ({r.run_name}) artifact per_query.jsonl"
 
 
-def _side(tracker: Any, r: RunRecord, folder: Path) -> RunSide:
+def _side(tracker: Tracker, r: RunRecord, folder: Path) -> RunSide:
     path = tracker.download_artifact(r.run_id, "per_query.jsonl", folder)
     digest = file_digest(path)
     # a file that fails its digest is not parsed: compare_runs reports the mismatch

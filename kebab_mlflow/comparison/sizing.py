@@ -57,8 +57,7 @@ def run_primary(side: RunSide) -> str:
 
 
 def _values(side: RunSide, metric: str) -> dict[str, float]:
-    return {r.id: float(r.scores[metric]) for r in side.rows
-            if r.scores.get(metric) is not None}
+    return {r.id: float(v) for r in side.rows if (v := r.scores.get(metric)) is not None}
 
 
 def power_report(side: RunSide, metric: str | None = None, deltas: Sequence[float] = (),

@@ -49,7 +49,7 @@ def record(query: GoldenQuery, result: QueryResult, scores: Mapping[str, float],
         answer = {"text": None if private else a.text, "citations": list(a.citations),
                   "refusal_reason": a.refusal_reason, "confidence": a.confidence,
                   "raw_confidence": a.raw_confidence, "similarity": a.similarity}
-    rec = {
+    rec: dict[str, Any] = {
         "id": query.id,
         "query": None if private else query.query,
         "hits": [{"rank": h.rank, "chunk_id": h.chunk_id, "doc_id": h.doc_id, "score": h.score}
@@ -103,12 +103,13 @@ class PerQueryWriter:
 class PerQueryRow:
     id: str
     query: str | None
-    hits: tuple[dict, ...]
-    answer: dict | None
-    scores: dict
+    hits: tuple[dict[str, Any], ...]
+    answer: dict[str, Any] | None
+    scores: dict[str, float | None]
     latency_ms: float
     error: str | None
-    first_relevant_rank: dict | None = None  # level -> rank, 0 = miss, None = no truth
+    # level -> rank, 0 = miss, None = no truth
+    first_relevant_rank: dict[str, int | None] | None = None
     abstention: str | None = None  # an unanswerable ask query's AbstentionOutcome
     flip_rate: float | None = None  # run --repeat: share of repeats off the modal outcome
     evidence: tuple[dict[str, Any], ...] | None = None  # how its evidence spans resolved

@@ -73,7 +73,7 @@ class TracePayload:
 
 def payload(row: PerQueryRow, texts: Mapping[str, str] | None) -> TracePayload:
     hits = tuple({**h, "text": (texts or {}).get(h["chunk_id"], "")} for h in row.hits)
-    scores = {n: row.scores[n] for n in ASSESSED if row.scores.get(n) is not None}
+    scores = {n: v for n in ASSESSED if (v := row.scores.get(n)) is not None}
     return TracePayload(query_id=row.id, query=row.query or "", hits=hits, answer=row.answer,
                         scores=scores, error=row.error,
                         latency_ms=row.latency_ms, failure=tuple(failure_reasons(row)))
