@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast
 
 from kebab_mlflow import names
 from kebab_mlflow import vocabulary as vocab
@@ -66,6 +66,9 @@ from kebab_mlflow.tracking.traces import (
     write_traces,
 )
 from kebab_mlflow.vocabulary import RunStatus
+
+if TYPE_CHECKING:  # the store loads once the inputs are checked
+    from kebab_mlflow.tracking.store import Tracker
 
 SHORT_DIGEST = 8  # hex digits of a golden version's digest shown beside its name
 
@@ -263,7 +266,7 @@ def _import_store_meanwhile(tracking_uri: str | None) -> threading.Thread:
 
 
 @contextlib.contextmanager
-def run_guard(tracker: Any, start: Callable[[], str]) -> Iterator[tuple[str, Path]]:
+def run_guard(tracker: Tracker, start: Callable[[], str]) -> Iterator[tuple[str, Path]]:
     """(run id, work folder) of a run started by ``start``, through the one run lifecycle
     (:mod:`kebab_mlflow.app.lifecycle`): a signal at any moment ends it KILLED, an error
     FAILED, and its work folder is removed — or kept for ``kebab-mlflow upload`` once the
@@ -278,7 +281,8 @@ def _params_before_results(prepared: Prepared, options: RunOptions) -> dict[str,
     """The params an EvalResult will have, known before any query ran."""
     probe = EvalResult(golden=prepared.golden, source=prepared.source,
                        versions=getattr(prepared.pipeline, "versions", None) or VersionSnapshot(),
-                       k=options.k, cutoffs=prepared.cutoffs, seed=options.seed, aggregate={},
+                       k=options.k, cutoffs=prepared.cutoffs, seed=options.seed,
+                       aggregate=Aggregate(overall={}),
                        scores={}, per_query_path=Path(), per_query_sha256="",
                        ask=prepared.ask, repeat=options.repeat,
                        evidence_params={} if prepared.evidence is None
@@ -323,7 +327,21 @@ class Publishing:
     chunk_text: Mapping[str, str] | None = None  # chunk id -> text, for the traces' documents
 
 
-def finish_run(tracker: Any, run_id: str, experiment_id: str, result: EvalResult,
+class Manifest(TypedDict):
+    """``manifest.json`` of a work folder: what :func:`publish` logs (read_manifest checks it)."""
+
+    run_id: str
+    experiment_id: str
+    tracking_uri: str
+    metrics: dict[str, float]
+    tags: dict[str, str]
+    description: str
+    dataset: dict[str, Any]  # tracking.layout.golden_dataset
+    model: NotRequired[dict[str, Any] | None]  # tracking.layout.pipeline_model; older: absent
+    traces: NotRequired[int]
+
+
+def finish_run(tracker: Tracker, run_id: str, experiment_id: str, result: EvalResult,
                workdir: Path, title: str,
                publishing: Publishing = Publishing()) -> dict[str, float]:
     """Write the outputs and the manifest into the work folder, publish it, end the run; keep
@@ -336,7 +354,7 @@ def finish_run(tracker: Any, run_id: str, experiment_id: str, result: EvalResult
     traced = write_traces(workdir / TRACES, result, publishing)
     outputs_s = time.perf_counter() - t_out
     checkpoint("outputs-written")
-    manifest = {
+    manifest: Manifest = {
         # never user:password@ (a recovery folder may be shared); `upload` takes credentials
         # from MLFLOW_TRACKING_USERNAME/PASSWORD or --tracking-uri
         "run_id": run_id, "experiment_id": experiment_id,
@@ -364,7 +382,7 @@ def _summary_markdown(aggregate: Aggregate) -> str:
     return summary_table(summary, list(summary))
 
 
-def _publish_or_keep(tracker: Any, run_id: str, workdir: Path) -> None:
+def _publish_or_keep(tracker: Tracker, run_id: str, workdir: Path) -> None:
     try:
         publish(tracker, workdir)
     except KebabError:
@@ -391,7 +409,7 @@ def write_outputs(workdir: Path, title: str, params: Mapping[str, Any],
                                   f"{title}: confidence vs accuracy")
 
 
-def publish(tracker: Any, workdir: Path) -> None:
+def publish(tracker: Tracker, workdir: Path) -> None:
     """Log dataset, model, metrics, artifacts, tables, traces and final tags from a work
     folder, then finish the run. The dataset and the model come first so that the metrics can
     name them; the headline metrics are the first (by default the only) metrics logged.
@@ -432,7 +450,7 @@ def publish(tracker: Any, workdir: Path) -> None:
         tracker.end_run(run_id, RunStatus.FINISHED)
 
 
-def _model_of(tracker: Any, manifest: Mapping[str, Any]) -> str | None:
+def _model_of(tracker: Tracker, manifest: Manifest) -> str | None:
     model = manifest.get("model")  # absent in recovery folders of older versions
     if not model:
         return None
@@ -459,7 +477,7 @@ def upload(folder: Path, tracking_uri: str | None = None) -> str:
     return manifest["run_id"]
 
 
-def read_manifest(folder: Path) -> dict[str, Any]:
+def read_manifest(folder: Path) -> Manifest:
     """A recovery folder's manifest, checked: every problem at once, with where it is."""
     path = folder / MANIFEST
     try:
@@ -475,7 +493,7 @@ def read_manifest(folder: Path) -> dict[str, Any]:
     if problems:
         raise InputError(f"{path} is not a usable recovery manifest",
                          [Problem(p, str(path)) for p in problems])
-    return data
+    return cast(Manifest, data)  # json.loads gives Any; _manifest_problems checked the shape
 
 
 def _manifest_problems(data: Any) -> list[str]:

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kebab_mlflow import progress
 from kebab_mlflow import vocabulary as vocab
@@ -37,6 +37,16 @@ from kebab_mlflow.errors import TuneUnavailableError
 from kebab_mlflow.interrupts import request_interrupt
 from kebab_mlflow.sweep.tune_spec import SpaceParam, TuneSpec
 from kebab_mlflow.vocabulary import RunStatus, TuneRole
+
+if TYPE_CHECKING:  # each loads when a tune runs
+    from kebab_mlflow.app.run import RunResult
+    from kebab_mlflow.comparison.records import Comparison
+    from kebab_mlflow.tracking.store import Tracker
+
+# an objective of the search: an optuna trial (optuna is untyped) -> the value maximized
+Objective = Callable[[Any], float]
+# evaluate(golden, preset, overrides, name, role, tags) -> the finished child run
+Evaluate = Callable[..., "RunResult"]
 
 TUNE_KIND = vocab.RunKind.TUNE
 ROLE_TAG = vocab.TUNE_ROLE
@@ -62,7 +72,7 @@ class TuneResult:
     train_baseline: float | None
     test_baseline_run_id: str
     test_best_run_id: str
-    comparison: Any  # comparison.Comparison of test-best against test-baseline
+    comparison: Comparison  # test-best against test-baseline
     ui_command: str
     wall_s: float
 
@@ -100,6 +110,7 @@ def suggest(trial: Any, param: SpaceParam) -> Any:
         return trial.suggest_categorical(param.key, list(param.choices))
     if param.kind == "int":
         return trial.suggest_int(param.key, param.low, param.high, log=param.log)
+    assert param.low is not None and param.high is not None  # a range: the reader set both
     return trial.suggest_float(param.key, float(param.low), float(param.high), log=param.log)
 
 
@@ -143,13 +154,12 @@ def run_tune(spec: TuneSpec, *, experiment: str | None = None,
     return result
 
 
-def _evaluator(spec: TuneSpec, experiment: str, uri: str, parent_id: str
-               ) -> Callable[..., Any]:
+def _evaluator(spec: TuneSpec, experiment: str, uri: str, parent_id: str) -> Evaluate:
     """evaluate(golden, preset, overrides, name, role, tags) -> the finished child RunResult."""
     from kebab_mlflow.app.run import RunOptions, execute
 
     def evaluate(golden: str, preset: str, overrides: Mapping[str, Any], name: str,
-                 role: TuneRole, tags: Mapping[str, str] | None = None) -> Any:
+                 role: TuneRole, tags: Mapping[str, str] | None = None) -> RunResult:
         options = RunOptions(golden=golden, corpus=spec.corpus, preset=preset, k=spec.k,
                              overrides=dict(overrides), experiment=experiment, tracking_uri=uri,
                              run_name=f"{spec.name}-{name}", seed=spec.seed,
@@ -161,7 +171,7 @@ def _evaluator(spec: TuneSpec, experiment: str, uri: str, parent_id: str
     return evaluate
 
 
-def _search(optuna: Any, spec: TuneSpec, evaluate: Callable[..., Any],
+def _search(optuna: Any, spec: TuneSpec, evaluate: Evaluate,
             on_event: Callable[[str], None]) -> list[Trial]:
     trials: list[Trial] = []
 
@@ -171,6 +181,7 @@ def _search(optuna: Any, spec: TuneSpec, evaluate: Callable[..., Any],
                        f"trial-{trial.number:03d}", TuneRole.TRIAL,
                        {vocab.TUNE_TRIAL: str(trial.number)})
         value = run.aggregate.overall[spec.objective]
+        assert value is not None  # the reader checked that train has its ground truth
         trials.append(Trial(number=trial.number, params=params, value=float(value),
                             run_id=run.run_id))
         on_event(f"trial {trial.number}: {spec.objective} {value:.4f} "
@@ -187,7 +198,7 @@ def _search(optuna: Any, spec: TuneSpec, evaluate: Callable[..., Any],
 
 
 @contextlib.contextmanager
-def _interrupts_inside_trials() -> Iterator[Callable[[Callable], Callable]]:
+def _interrupts_inside_trials() -> Iterator[Callable[[Objective], Objective]]:
     """Ctrl-C/SIGTERM interrupt a running trial at once, but one that arrives while optuna
     records a finished trial is held until the next trial starts: optuna 5's own bookkeeping
     breaks (UnboundLocalError) when a KeyboardInterrupt lands inside it."""
@@ -199,7 +210,7 @@ def _interrupts_inside_trials() -> Iterator[Callable[[Callable], Callable]]:
             raise KeyboardInterrupt
         state["pending"] = True
 
-    def guarded(objective: Callable) -> Callable:
+    def guarded(objective: Objective) -> Objective:
         def run(trial: Any) -> float:
             if state["pending"]:
                 raise KeyboardInterrupt
@@ -223,8 +234,8 @@ def _interrupts_inside_trials() -> Iterator[Callable[[Callable], Callable]]:
             signal.signal(s, handler)
 
 
-def _judge(spec: TuneSpec, tracker: Any, experiment: str, evaluate: Callable[..., Any],
-           best: Trial) -> tuple[float | None, str, str, Any]:
+def _judge(spec: TuneSpec, tracker: Tracker, experiment: str, evaluate: Evaluate,
+           best: Trial) -> tuple[float | None, str, str, Comparison]:
     """(the baseline's objective on train, test-baseline run, test-best run, comparison)."""
     from kebab_mlflow import comparison as cmp
 
@@ -276,7 +287,7 @@ def _parent_params(spec: TuneSpec) -> dict[str, Any]:
             **{f"space.{p.key}": p.describe() for p in spec.space}}
 
 
-def _publish(tracker: Any, spec: TuneSpec, result: TuneResult) -> None:
+def _publish(tracker: Tracker, spec: TuneSpec, result: TuneResult) -> None:
     """The parent's outputs (best params, history plot, trials, report), then FINISHED."""
     from kebab_mlflow import comparison as cmp
     from kebab_mlflow.evaluation.plots import optimization_history
