@@ -33,6 +33,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 from kebab_mlflow.records import Answer, Hit, VersionSnapshot
 from kebab_mlflow.redaction import redacted
@@ -121,6 +122,9 @@ class Target:
 # --------------------------------------------------------------------------- loading
 
 
-def replace_versions(target: Target, versions: VersionSnapshot) -> Target:
+TargetT = TypeVar("TargetT", bound="Target")
+
+
+def replace_versions(target: TargetT, versions: VersionSnapshot) -> TargetT:
     target.versions = versions
     return target

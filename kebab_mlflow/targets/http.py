@@ -89,7 +89,7 @@ class HttpTarget(Target):
         """``backoff_s * 2**attempt`` (capped), plus seeded jitter: the same seed, query and
         attempt always wait the same time, whichever thread runs it."""
         o = self.options
-        wait = min(o.backoff_s * 2 ** attempt, MAX_BACKOFF_S)
+        wait: float = min(o.backoff_s * 2 ** attempt, MAX_BACKOFF_S)  # int ** int is Any
         if o.jitter:
             digest = hashlib.sha256(f"{o.seed}\0{key}\0{attempt}".encode()).digest()
             wait += wait * o.jitter * random.Random(digest).random()

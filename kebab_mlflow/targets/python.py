@@ -10,7 +10,7 @@ import importlib.util
 import inspect
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -128,6 +128,8 @@ def _import(module_name: str, spec: str) -> Any:
         if name in sys.modules:
             return sys.modules[name]
         loader_spec = importlib.util.spec_from_file_location(name, path)
+        if loader_spec is None or loader_spec.loader is None:  # not a suffix Python imports
+            raise TargetError(f"--target {spec!r}: {path} is not a Python file to import")
         module = importlib.util.module_from_spec(loader_spec)
         sys.modules[name] = module
         try:
@@ -161,7 +163,7 @@ def _instantiate(obj: Any, spec: str) -> Any:
         raise TargetError(f"--target {spec!r}: is a {type_name(obj)}, not a pipeline, class, "
                           "factory or search function")
     try:
-        params = inspect.signature(obj).parameters.values()
+        params: Iterable[inspect.Parameter] = inspect.signature(obj).parameters.values()
     except (TypeError, ValueError):
         params = ()
     required = [p for p in params if p.default is p.empty

@@ -6,7 +6,7 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeGuard
 
 from kebab_mlflow.errors import ReplyError as ReplyError  # re-exported: the targets raise it
 from kebab_mlflow.records import Answer, Hit
@@ -23,7 +23,7 @@ def type_name(value: Any) -> str:
     return "null" if value is None else type(value).__name__
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
