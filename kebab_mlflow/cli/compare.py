@@ -13,7 +13,7 @@ import os
 from dataclasses import replace
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -21,7 +21,8 @@ from kebab_mlflow.cli.app import Experiment, TrackingUri, app
 from kebab_mlflow.stats.alternative import Alternative
 
 if TYPE_CHECKING:
-    from kebab_mlflow.comparison.records import CompareOptions
+    from kebab_mlflow.comparison.records import CompareOptions, Comparison, RunSide
+    from kebab_mlflow.tracking.store import Tracker
 
 
 class Format(StrEnum):
@@ -57,8 +58,8 @@ UnjudgedOpt = Annotated[Unjudged, typer.Option(
     "when the verdict flips within them) or off")]
 
 
-def _decided(base_side: Any, cand_side: Any, options: Any, rescore: bool,
-             golden: Path | None, unjudged: Unjudged) -> Any:
+def _decided(base_side: RunSide, cand_side: RunSide, options: CompareOptions, rescore: bool,
+             golden: Path | None, unjudged: Unjudged) -> Comparison:
     """The comparison: --rescore's baseline (comparison/rescoring.py), then the verdict, then
     the bounds for unjudged hits (comparison/unjudged.py)."""
     from kebab_mlflow import comparison as cmp
@@ -167,7 +168,7 @@ def _execute(tracking_uri: str | None, experiment: str, refs: tuple[str, str],
     _finish(result, no_log)
 
 
-def _render(result, fmt: Format, wide: bool, to_file: bool) -> str:
+def _render(result: Comparison, fmt: Format, wide: bool, to_file: bool) -> str:
     from kebab_mlflow import comparison as cmp
     from kebab_mlflow.cli.compare_table import render_table
     from kebab_mlflow.cli.console import out
@@ -184,7 +185,7 @@ def _render(result, fmt: Format, wide: bool, to_file: bool) -> str:
                         wide=wide or not terminal, color=terminal)
 
 
-def _pr_comment(tracker: Any, result: Any, baseline: Any, candidate: Any,
+def _pr_comment(tracker: Tracker, result: Comparison, baseline: RunSide, candidate: RunSide,
                 ui_url: str | None) -> str:
     """The pull-request comment, with links to both runs when the UI's address is known:
     ``--ui-url``, else a server tracking URI (without credentials)."""
@@ -195,10 +196,11 @@ def _pr_comment(tracker: Any, result: Any, baseline: Any, candidate: Any,
     base = ui_url or (describe_uri(tracker.uri)
                       if tracker.uri.startswith(("http://", "https://")) else None)
     links = None
-    if base:
-        b, c = (run_link(base, tracker.experiment_id(side.experiment, create=False),
+    if base and baseline.experiment and candidate.experiment:  # both read from the store
+        b, c = (run_link(base, tracker.experiment_id(name, create=False),
                          side.run_id, bool(side.tags.get(vocab.TRACES)))
-                for side in (baseline, candidate))
+                for side, name in ((baseline, baseline.experiment),
+                                   (candidate, candidate.experiment)))
         links = (b, c)
     return to_pr_comment(result, baseline, candidate, links=links)
 
@@ -227,7 +229,7 @@ def _emit(text: str, out_file: Path | None) -> None:
                           "(broken pipe)") from None
 
 
-def _step_summary(result) -> None:
+def _step_summary(result: Comparison) -> None:
     """On GitHub Actions, append the markdown report to the job's step summary."""
     from kebab_mlflow import comparison as cmp
     from kebab_mlflow.errors import OutputError
@@ -243,7 +245,7 @@ def _step_summary(result) -> None:
                           f"{exc.strerror or exc}") from None
 
 
-def _finish(result, no_log: bool) -> None:
+def _finish(result: Comparison, no_log: bool) -> None:
     from kebab_mlflow.cli.console import err
 
     for warning in result.warnings:

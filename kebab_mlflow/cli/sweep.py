@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from kebab_mlflow.cli.app import TrackingUri, app
+
+if TYPE_CHECKING:  # the command imports them: --help stays light
+    from rich.box import Box
+    from rich.table import Table
+
+    from kebab_mlflow.sweep.spec import SweepResult, SweepSpec
 
 
 @app.command()
@@ -61,7 +68,7 @@ def sweep(
         raise typer.Exit(1)
 
 
-def _print_result(spec: Any, result: Any, wide: bool) -> None:
+def _print_result(spec: SweepSpec, result: SweepResult, wide: bool) -> None:
     """The gauge (one narrow table per metric at 80 columns, or one --wide table) and the rows
     with their headline metrics; on a pipe or file nothing is cut to a terminal's width."""
     from rich import box
@@ -76,7 +83,8 @@ def _print_result(spec: Any, result: Any, wide: bool) -> None:
         primary_interval,
     )
 
-    console = out if out.is_terminal else Console(file=io.StringIO(), width=1000)
+    buffer = io.StringIO()
+    console = out if out.is_terminal else Console(file=buffer, width=1000)
     tables = ([_table(f"distinguishing power — {spec.name} (overall: {result.signal_state})",
                       GAUGE_COLUMNS, gauge_rows(result.gauge), box.SIMPLE)] if wide else
               [_table(f"{metric}: {block.signal_state} (primary {spec.primary} "
@@ -94,10 +102,10 @@ def _print_result(spec: Any, result: Any, wide: bool) -> None:
     for name, error in result.failed_rows.items():
         console.print(f"[red]{name}[/]: {error}", markup=True, highlight=False)
     if console is not out:  # rich pads every line to the table's width
-        typer.echo("\n".join(line.rstrip() for line in console.file.getvalue().splitlines()))
+        typer.echo("\n".join(line.rstrip() for line in buffer.getvalue().splitlines()))
 
 
-def _leaderboard_table(spec: Any, result: Any, wide: bool, style: Any) -> Any:
+def _leaderboard_table(spec: SweepSpec, result: SweepResult, wide: bool, style: Box) -> Table:
     """The rows best first on the first gauge metric: rank, its bootstrap interval, the tie
     group against the best contender, then the gauged metrics (--wide: the run ids and the
     headline metrics too)."""
@@ -126,7 +134,8 @@ def _leaderboard_table(spec: Any, result: Any, wide: bool, style: Any) -> Any:
                           *shown], rows, style)
 
 
-def _table(title: str, columns: list[str] | tuple[str, ...], rows: list, style: Any) -> Any:
+def _table(title: str, columns: Sequence[str], rows: Sequence[Sequence[object]],
+           style: Box) -> Table:
     from rich.table import Table
 
     t = Table(title=title, box=style, pad_edge=False, title_justify="left", show_edge=False,

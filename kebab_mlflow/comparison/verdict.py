@@ -463,7 +463,7 @@ def compare_runs(baseline: RunSide, candidate: RunSide,
     if problems:
         raise ComparisonRefused(problems)
 
-    counts: dict[str, int] = {k: 0 for k in KINDS} | Counter(q.kind for q in queries)
+    counts: dict[QueryKind, int] = {k: 0 for k in KINDS} | Counter(q.kind for q in queries)
     flaky_regressions = sum(q.kind == QueryKind.REGRESSION and q.flaky for q in queries)
     abstention_only = sum(not q.has_truth and b.abstention is not None
                           and c.abstention is not None

@@ -11,10 +11,10 @@ from typing import Any
 
 import numpy as np
 
+from kebab_mlflow.errors import CalibrationError
 from kebab_mlflow.metrics.calibration import calibration_block, response_correct, usable_confidence
 from kebab_mlflow.pipeline.calibrator import (
     METHODS,
-    CalibrationError,
     Calibrator,
     base_versions,
     calibrator_path,
@@ -26,8 +26,8 @@ from kebab_mlflow.records import Answer
 class CalibrationFit:
     calibrator: Calibrator
     path: Path  # where it is stored (with the index)
-    before: dict | None  # {ece, brier, n} of the raw confidence on the fitting set
-    after: dict | None  # the same with the calibrator (in-sample)
+    before: dict[str, float | int] | None  # {ece, brier, n} of the raw confidence, fitting set
+    after: dict[str, float | int] | None  # the same with the calibrator (in-sample)
     n_answered: int
     n_refused: int
 

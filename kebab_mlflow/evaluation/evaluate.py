@@ -55,7 +55,7 @@ class PipelineSource:
             params[vocab.CORPUS] = self.corpus
         if self.config is not None:
             params.update({f"{vocab.CONFIG_PREFIX}{k}": v
-                           for k, v in redacted(flatten(self.config)).items()})
+                           for k, v in redacted(flatten(dict(self.config))).items()})
         return params
 
     def config_digest(self) -> str:
@@ -200,8 +200,8 @@ def evaluate(pipeline: Any, golden: GoldenSet | str | Path, *, k: int = 10,
     ConfigError), by default at 1, 3, 5, 10 and ``k`` (those ≤ ``k``). ``ask``: True/False
     answers every/no query, None follows each query's ``ask``. ``per_query_path``: where to
     stream ``per_query.jsonl`` (default: a temporary folder kept alive by the result)."""
-    if names.depth_problem(k):
-        raise ConfigError(names.depth_problem(k))
+    if depth_problem := names.depth_problem(k):
+        raise ConfigError(depth_problem)
     golden = golden if isinstance(golden, GoldenSet) else load_golden_set(golden)
     golden = with_ask(golden, ask)
     ks = tuple(run_cutoffs(k, cutoffs))
@@ -225,7 +225,7 @@ def evaluate_prepared(pipeline: Any, source: PipelineSource, golden: GoldenSet, 
     (``ask`` already applied to it: :func:`with_ask`; here it is only recorded). ``evidence``:
     from :func:`kebab_mlflow.evaluation.evidence.prepare_evidence`, which gave ``golden``."""
     warn_unanswered(golden)
-    keep: tempfile.TemporaryDirectory | None = None
+    keep: tempfile.TemporaryDirectory[str] | None = None
     if per_query_path is None:
         keep = tempfile.TemporaryDirectory(prefix="kebab-eval-")
         per_query_path = Path(keep.name) / "per_query.jsonl"

@@ -136,6 +136,8 @@ class ReferencePipeline:
                                             gate=GATES.get(_tokenizer_name(config)))
         self.calibrator = _load_calibrator(folder, self._versions) if an["calibrate"] else None
         self._df: dict[str, int] | None = None  # chunk frequency per term, on first ask
+        # what a run records of it (evaluation's PipelineSource), once reference_pipeline names it
+        self.source: object = None
         self.similarity = QuerySimilarity(config["dense"]) if an["similarity"] else None
         self.tokenizer = _tokenizer_name(config)
         self.tokenize = get_tokenizer(self.tokenizer)

@@ -11,7 +11,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 # imported before the workers fork, so each starts with them loaded
 WORKER_PRELOAD = ["kebab_mlflow.app.run", "kebab_mlflow.tracking.store",
@@ -89,7 +89,10 @@ def die_with_parent(parent_pid: int) -> None:
     threading.Thread(target=watch, name="kebab-parent-watch", daemon=True).start()
 
 
-def run_in_worker(fn: Callable, *args: Any) -> Any:
+T = TypeVar("T")
+
+
+def run_in_worker(fn: Callable[..., T], *args: Any) -> T:
     """A row in a local worker, marked as running for the orphan watch. A row interrupted
     (its run already ended KILLED) ends the worker: the sweep is stopping, and a worker that
     went back to the pool's queue could wait forever on a lock a terminated sibling held."""
