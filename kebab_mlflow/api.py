@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from kebab_mlflow import vocabulary as vocab
 from kebab_mlflow.app.run import log_run, run_tags
@@ -18,6 +18,7 @@ from kebab_mlflow.golden import GoldenSet, load_golden_set
 from kebab_mlflow.vocabulary import RunStatus
 
 if TYPE_CHECKING:  # the sweep layer loads only when a sweep or tune runs
+    from kebab_mlflow.app.rescore import LoggedRescore
     from kebab_mlflow.app.tune import TuneResult
     from kebab_mlflow.sweep.spec import SweepResult
 
@@ -69,9 +70,21 @@ def side_of_result(result: EvalResult, name: str) -> RunSide:
                    per_query_sha256=result.per_query_sha256)
 
 
+@overload
+def rescore(run: EvalResult, golden: GoldenSet | str | Path, *, intersect: bool = False,
+            experiment: str = "kebab-eval", tracking_uri: str | None = None,
+            run_name: str | None = None) -> EvalResult: ...
+
+
+@overload
+def rescore(run: str, golden: GoldenSet | str | Path, *, intersect: bool = False,
+            experiment: str = "kebab-eval", tracking_uri: str | None = None,
+            run_name: str | None = None) -> LoggedRescore: ...
+
+
 def rescore(run: EvalResult | str, golden: GoldenSet | str | Path, *, intersect: bool = False,
             experiment: str = "kebab-eval", tracking_uri: str | None = None,
-            run_name: str | None = None) -> Any:
+            run_name: str | None = None) -> EvalResult | LoggedRescore:
     """Score a run's recorded hits and answers against another golden version, calling no
     pipeline. An :class:`EvalResult` is rescored in memory (an EvalResult back); a run
     reference is read from the tracking store and the derived run logged there (its

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kebab_mlflow import vocabulary as vocab
 from kebab_mlflow.comparison.records import Comparison
 from kebab_mlflow.comparison.rendering import dumps, to_markdown
 from kebab_mlflow.interrupts import checkpoint, signals_deferred
 
+if TYPE_CHECKING:  # the caller opens the store
+    from kebab_mlflow.tracking.store import Tracker
 
-def record(tracker: Any, c: Comparison) -> None:
+
+def record(tracker: Tracker, c: Comparison) -> None:
     """Tag the candidate run with the verdict and log compare/report.md + compare/compare.json,
     all or nothing as far as a signal goes: Ctrl-C/SIGTERM is held until the verdict tags
     (written last, so a reader never sees a verdict without its report) are in, then raised."""

@@ -8,13 +8,16 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kebab_mlflow.app.rescore import load_recorded
 from kebab_mlflow.errors import InputError
 from kebab_mlflow.evaluation.rescore import RecordedRun
 from kebab_mlflow.golden import GoldenSet, load_golden_set
 from kebab_mlflow.golden_versions.queue import JudgingQueue, judging_queue
+
+if TYPE_CHECKING:  # the caller opens the store
+    from kebab_mlflow.tracking.store import Tracker
 
 QUEUE_ARTIFACT_DIR = "judging"
 
@@ -52,7 +55,7 @@ def doc_passages(runs: Sequence[RecordedRun]) -> dict[str, str]:
     return {}
 
 
-def judge_runs(tracker: Any, experiment: str, refs: Sequence[str], *, k: int, out: Path,
+def judge_runs(tracker: Tracker, experiment: str, refs: Sequence[str], *, k: int, out: Path,
                golden: str | Path | None = None, log_copy: bool = True) -> JudgeOutcome:
     runs = [load_recorded(tracker, experiment, ref)[1] for ref in refs]
     golden_set = run_golden(runs, golden)

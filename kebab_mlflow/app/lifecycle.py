@@ -17,11 +17,14 @@ import shutil
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kebab_mlflow.errors import RunInterrupted
 from kebab_mlflow.interrupts import signals_deferred, sigterm_as_interrupt
 from kebab_mlflow.vocabulary import RunStatus
+
+if TYPE_CHECKING:  # the caller opens the store
+    from kebab_mlflow.tracking.store import Tracker
 
 MANIFEST = "manifest.json"  # a work folder holding one is complete: `upload` publishes it
 
@@ -46,7 +49,7 @@ class Lifecycle:
 
 
 @contextlib.contextmanager
-def run_lifecycle(tracker: Any, start: Callable[[], str],
+def run_lifecycle(tracker: Tracker, start: Callable[[], str],
                   lifecycle: Lifecycle) -> Iterator[LiveRun]:
     """The run ``start`` creates, from its creation to its end (module docstring)."""
     with sigterm_as_interrupt():
@@ -67,7 +70,7 @@ def run_lifecycle(tracker: Any, start: Callable[[], str],
             raise replacement from None
 
 
-def _end_after(tracker: Any, run_id: str, workdir: Path | None, exc: BaseException,
+def _end_after(tracker: Tracker, run_id: str, workdir: Path | None, exc: BaseException,
                lifecycle: Lifecycle) -> BaseException | None:
     """End the run after ``exc`` and deal with its work folder; the error to raise instead
     (None: ``exc`` itself)."""
@@ -113,7 +116,7 @@ def keep_for_recovery(workdir: Path) -> Path:
     return target.resolve()
 
 
-def end_running_children(tracker: Any, parent_id: str, status: str, *,
+def end_running_children(tracker: Tracker, parent_id: str, status: str, *,
                          keep: frozenset[str] = frozenset(),
                          tags: Mapping[str, str] | None = None,
                          where: Mapping[str, str] | None = None) -> list[str]:

@@ -13,7 +13,7 @@ import dataclasses
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kebab_mlflow import vocabulary as vocab
 from kebab_mlflow.errors import InputError, Problem, TrackingError
@@ -22,6 +22,9 @@ from kebab_mlflow.evaluation.rescore import RecordedRun, Rescored, rescore
 from kebab_mlflow.files import file_digest
 from kebab_mlflow.golden import GoldenSet
 from kebab_mlflow.records import RunRecord
+
+if TYPE_CHECKING:  # the caller opens the store
+    from kebab_mlflow.tracking.store import Tracker
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -33,7 +36,7 @@ class LoggedRescore:
     rescored: Rescored
 
 
-def load_recorded(tracker: Any, experiment: str, ref: str) -> tuple[RunRecord, RecordedRun]:
+def load_recorded(tracker: Tracker, experiment: str, ref: str) -> tuple[RunRecord, RecordedRun]:
     """The run ``ref`` and its rows, refused unless it is a FINISHED eval (or rescore) run
     whose ``per_query.jsonl`` matches its recorded digest."""
     from kebab_mlflow.tracking.references import resolve_run
@@ -59,7 +62,7 @@ def load_recorded(tracker: Any, experiment: str, ref: str) -> tuple[RunRecord, R
                             tags=dict(run.tags), load_ms=load_ms)
 
 
-def _recorded_load_ms(tracker: Any, run_id: str, folder: Path) -> float | None:
+def _recorded_load_ms(tracker: Tracker, run_id: str, folder: Path) -> float | None:
     """The source pipeline's one-time load (aggregate.json's latency.load_ms), which a replay
     reports as it was; None when the run has none (or no readable aggregate.json)."""
     import json
@@ -73,7 +76,7 @@ def _recorded_load_ms(tracker: Any, run_id: str, folder: Path) -> float | None:
     return float(value) if isinstance(value, (int, float)) else None
 
 
-def rescore_run(tracker: Any, experiment: str, ref: str, golden: GoldenSet, *,
+def rescore_run(tracker: Tracker, experiment: str, ref: str, golden: GoldenSet, *,
                 intersect: bool = False, run_name: str | None = None) -> LoggedRescore:
     """Rescore the stored run ``ref`` under ``golden`` and log the derived run."""
     from kebab_mlflow.app.run import log_run

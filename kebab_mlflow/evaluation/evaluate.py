@@ -16,7 +16,7 @@ import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -31,6 +31,9 @@ from kebab_mlflow.golden import GoldenSet, load_golden_set
 from kebab_mlflow.metrics.aggregate import Aggregate
 from kebab_mlflow.metrics.scoring import run_cutoffs
 from kebab_mlflow.records import VersionSnapshot
+
+if TYPE_CHECKING:  # built on demand: an in-memory evaluation of a target never loads it
+    from kebab_mlflow.pipeline.reference import ReferencePipeline
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -144,7 +147,8 @@ def warn_unanswered(golden: GoldenSet) -> int:
 
 def reference_pipeline(preset: str = "naive_baseline", corpus: str | Path = "fixtures/kb",
                        golden: GoldenSet | str | Path | None = None,
-                       overrides: Mapping[str, Any] | None = None, **options: Any) -> Any:
+                       overrides: Mapping[str, Any] | None = None, **options: Any
+                       ) -> ReferencePipeline:
     """The built-in pipeline for a preset over a corpus; ``overrides`` and ``options`` are
     config keys (``{"bm25.k1": 1.2}``, or ``bm25__k1=1.2``). ``golden`` is needed only by the
     oracle (it ranks the expected chunks first)."""

@@ -10,7 +10,7 @@ import json
 import math
 import shutil
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kebab_mlflow import vocabulary as vocab
 from kebab_mlflow.formatting import number
@@ -33,6 +33,9 @@ from kebab_mlflow.sweep.spec import (
     describe_row,
 )
 from kebab_mlflow.vocabulary import RunStatus
+
+if TYPE_CHECKING:  # the caller opens the store
+    from kebab_mlflow.tracking.store import Tracker
 
 
 def compute_gauge(spec: SweepSpec, rows: Mapping[str, RowOutcome]) -> dict[str, GaugeMetric]:
@@ -248,7 +251,7 @@ def _csv(value: Any) -> str:
     return "" if value is None else repr(value) if isinstance(value, float) else str(value)
 
 
-def publish_sweep(tracker: Any, spec: SweepSpec, result: SweepResult) -> None:
+def publish_sweep(tracker: Tracker, spec: SweepSpec, result: SweepResult) -> None:
     from kebab_mlflow.evaluation import plots
     from kebab_mlflow.pipeline.cache import cache_root
 
