@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TypedDict
 
 from kebab_mlflow import vocabulary as vocab
 from kebab_mlflow.errors import Problem
@@ -46,6 +46,23 @@ class QueryKind(enum.StrEnum):
 KINDS = tuple(QueryKind)  # the order every count and table shows them in
 
 
+class SideSummary(TypedDict):
+    """One side of a comparison as its report shows it (``baseline`` / ``candidate``)."""
+
+    run_id: str
+    name: str
+    status: str
+    preset: str | None
+    backend: str | None
+    golden_set: str | None
+    golden_sha256: str | None
+    git_commit: str | None
+    git_dirty: str | None
+    experiment: str | None
+    versions: dict[str, str]
+    n_queries: int
+
+
 @dataclass(frozen=True, kw_only=True)
 class RunSide:
     """What compare needs of one run (built from MLflow, or by hand in tests)."""
@@ -67,7 +84,7 @@ class RunSide:
     def private(self) -> bool:
         return self.tags.get(vocab.PRIVATE, "false") == "true"
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> SideSummary:
         return {"run_id": self.run_id, "name": self.name, "status": self.status,
                 "preset": self.params.get(vocab.PRESET),
                 "backend": self.params.get(vocab.BACKEND),
@@ -175,8 +192,8 @@ class Comparison:
     reasons: tuple[str, ...]
     rule: str
     level: str  # chunk | doc | chunk+doc (queries with truth at each) | none
-    baseline: dict[str, Any]
-    candidate: dict[str, Any]
+    baseline: SideSummary
+    candidate: SideSummary
     versions: tuple[tuple[str, str, str, bool], ...]
     warnings: tuple[str, ...]
     notes: tuple[str, ...]
