@@ -58,7 +58,7 @@ from kebab_mlflow.interrupts import (
     signals_deferred,
     sigterm_as_interrupt,
 )
-from kebab_mlflow.sweep.executors import check_executor, make_executor
+from kebab_mlflow.sweep.executors import RowExecutor, check_executor, make_executor
 from kebab_mlflow.sweep.outputs import compute_gauge, overall_state, publish_sweep
 from kebab_mlflow.sweep.spec import (
     RowOutcome,
@@ -253,7 +253,8 @@ def _start_parent(live: _Live, spec: SweepSpec, resume: str | None,
     return live.tracker.start_run(live.experiment_id, spec.name, _parent_tags(spec)), {}
 
 
-def _run_pending(spec: SweepSpec, pending: Sequence[SweepRow], live: _Live, runner: Any,
+def _run_pending(spec: SweepSpec, pending: Sequence[SweepRow], live: _Live,
+                 runner: RowExecutor,
                  on_event: Callable[[str], None]) -> dict[str, RowOutcome]:
     if not pending:
         return {}
@@ -271,13 +272,13 @@ def _run_pending(spec: SweepSpec, pending: Sequence[SweepRow], live: _Live, runn
     return outcomes
 
 
-def _run_rows(spec: SweepSpec, pending: Sequence[SweepRow], runner: Any,
-              on_event: Callable[[str], None], options: Callable[[SweepRow], Any]
+def _run_rows(spec: SweepSpec, pending: Sequence[SweepRow], runner: RowExecutor,
+              on_event: Callable[[str], None], options: Callable[[SweepRow], RunOptions]
               ) -> dict[str, RowOutcome]:
     """The one row loop: ``runner.slots`` rows in flight, slowest first, the next submitted
     the moment one finishes; each outcome reported as it comes."""
     queue = deque(sorted(pending, key=lambda r: -_cost(r)))
-    in_flight: dict[Any, SweepRow] = {}
+    in_flight: dict[Future[Any], SweepRow] = {}
     outcomes: dict[str, RowOutcome] = {}
     with progress.task("sweep rows", len(pending), "rows") as bar:
         while queue or in_flight:

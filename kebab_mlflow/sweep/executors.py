@@ -31,7 +31,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, wait
-from typing import Any
+from typing import Any, Protocol
 
 EXECUTORS = ("local", "dask")
 CANCEL_GRACE_S = 30.0  # how long an interrupted sweep waits for running remote rows to stop
@@ -59,7 +59,23 @@ def check_executor(spec: str) -> str:
                      f"got {spec!r}")
 
 
-def make_executor(spec: str, jobs: int, rows: int) -> Any:
+class RowExecutor(Protocol):
+    """Where a sweep's rows run, as the row loop (app/sweep.py) drives it: ``slots`` rows at
+    once, each ``submit``-ted as a future; ``cancel`` stops the running ones."""
+
+    name: str
+    slots: int
+
+    def start(self, cancel_name: str) -> None: ...
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]: ...
+
+    def cancel(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def make_executor(spec: str, jobs: int, rows: int) -> RowExecutor:
     """The executor for ``spec``; nothing is started until :meth:`start`."""
     spec = check_executor(spec)
     if spec == "local":
