@@ -19,7 +19,7 @@ import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from mlflow.entities import DatasetInput, InputTag, Metric, Param, RunTag
 from mlflow.exceptions import MlflowException
@@ -33,6 +33,9 @@ from kebab_mlflow.records import RunRecord
 from kebab_mlflow.redaction import install_log_redaction, redacted, register_url_credentials
 from kebab_mlflow.tracking import ui_view
 from kebab_mlflow.vocabulary import RunStatus
+
+if TYPE_CHECKING:  # only the record's type: the store needs none of the traces module
+    from kebab_mlflow.tracking.traces import TracePayload
 
 # A new store's "Creating initial MLflow database tables..." / "Updating database tables" and
 # alembic's migration lines are MLflow's INFO, noise on a kebab terminal; warnings still show.
@@ -489,7 +492,7 @@ class Tracker:
             return  # a republish (`upload`): linked once, a second link is a unique-key error
         self.client.log_outputs(run_id, [LoggedModelOutput(model_id, 0)])
 
-    def log_traces(self, experiment_id: str, run_id: str, payloads: Iterable[Any],
+    def log_traces(self, experiment_id: str, run_id: str, payloads: Iterable[TracePayload],
                    model_id: str | None = None) -> int:
         """Log one trace per query payload (:class:`kebab_mlflow.tracking.traces.TracePayload`)
         linked to the run and the model, its scores as assessments. Not through the tracing
@@ -654,7 +657,7 @@ def _span_id(*parts: str) -> int:
     return int(hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:16], 16) or 1
 
 
-def _trace_spans(run_id: str, p: Any, start_ns: int) -> tuple[str, list[Any], int]:
+def _trace_spans(run_id: str, p: TracePayload, start_ns: int) -> tuple[str, list[Any], int]:
     """(trace id, [root CHAIN, RETRIEVER, answer span], end time) for one query; the spans
     last the query's measured latency."""
     from mlflow.entities import Document, SpanType
@@ -682,7 +685,7 @@ def _trace_spans(run_id: str, p: Any, start_ns: int) -> tuple[str, list[Any], in
     return trace_id, spans, end_ns
 
 
-def _root_outputs(p: Any) -> dict[str, Any]:
+def _root_outputs(p: TracePayload) -> dict[str, Any]:
     answer = p.answer or {}
     return {"answer": answer.get("text"), "refusal_reason": answer.get("refusal_reason"),
             "failure": list(p.failure), "error": p.error}
@@ -695,7 +698,7 @@ def _present_traces(store: Any, trace_ids: list[str]) -> set[str]:
         return set()
 
 
-def _response_preview(p: Any) -> str:
+def _response_preview(p: TracePayload) -> str:
     if p.error:
         return f"error: {p.error}"
     answer = p.answer or {}
@@ -704,8 +707,8 @@ def _response_preview(p: Any) -> str:
     return answer.get("text") or ", ".join(h["chunk_id"] for h in p.hits[:5])
 
 
-def _trace_info(experiment_id: str, run_id: str, model_id: str | None, trace_id: str, p: Any,
-                times: tuple[int, int]) -> Any:
+def _trace_info(experiment_id: str, run_id: str, model_id: str | None, trace_id: str,
+                p: TracePayload, times: tuple[int, int]) -> Any:
     """The trace's info with its tags, its links (run, model) and its assessments."""
     from mlflow.entities import AssessmentSource, Feedback, TraceInfo, TraceLocation, TraceState
     from mlflow.tracing.constant import TraceMetadataKey
