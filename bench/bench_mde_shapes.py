@@ -57,7 +57,8 @@ TRIALS = 100 if QUICK else 300
 NULL_TRIALS = 100 if QUICK else 500
 SIZES = (100, 150, 300)
 SHAPES = ("shift 1", "shift 3", "shift 10", "whole", "fixed 3")
-GRID = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2, 1.35, 1.5, 1.7, 2.0)  # × the reference figure
+# the drops tried, × the printed MDE
+GRID = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2, 1.35, 1.5, 1.7, 2.0)
 CONFIGS = {"A": {}, "B": {"bm25.k1": 1.5, "bm25.b": 0.75}}
 
 

@@ -180,7 +180,7 @@ def _execute(tracking_uri: str | None, experiment: str, refs: tuple[str, str],
     _finish(result, no_log)
 
 
-def _render(result, fmt: Format, wide: bool, to_file: bool) -> str:
+def _render(result: Any, fmt: Format, wide: bool, to_file: bool) -> str:
     from kebab_mlflow import comparison as cmp
     from kebab_mlflow.cli.compare_table import render_table
     from kebab_mlflow.cli.console import out
@@ -240,7 +240,7 @@ def _emit(text: str, out_file: Path | None) -> None:
                           "(broken pipe)") from None
 
 
-def _step_summary(result) -> None:
+def _step_summary(result: Any) -> None:
     """On GitHub Actions, append the markdown report to the job's step summary."""
     from kebab_mlflow import comparison as cmp
     from kebab_mlflow.errors import OutputError
@@ -256,7 +256,7 @@ def _step_summary(result) -> None:
                           f"{exc.strerror or exc}") from None
 
 
-def _finish(result, no_log: bool) -> None:
+def _finish(result: Any, no_log: bool) -> None:
     from kebab_mlflow.cli.console import err
 
     for warning in result.warnings:

@@ -31,7 +31,6 @@ from kebab_mlflow.comparison.records import (
     QueryDiff,
     QueryKind,
     RunSide,
-    SliceKey,
     SliceReport,
     SliceResult,
     SliceVerdict,
@@ -39,7 +38,7 @@ from kebab_mlflow.comparison.records import (
 )
 from kebab_mlflow.errors import InputError, Problem
 from kebab_mlflow.formatting import number
-from kebab_mlflow.golden import GoldenQuery, GoldenSet
+from kebab_mlflow.golden import GoldenQuery, GoldenSet, SliceKey
 
 
 def query_labels(query: GoldenQuery, by: SliceKey) -> tuple[str, ...]:
