@@ -230,6 +230,23 @@ def cell(d: Draws, shape: str, reference: float) -> tuple[float | None, list[str
 # ---------------------------------------------------------------------------------------------
 
 
+def summary(cells: list[tuple[str, float, float, float]]) -> list[str]:
+    """How many cells meet the goal against the printed figure, and against the pair."""
+    def ok(x: float) -> bool:
+        return 0.85 <= x <= 1.10
+
+    whole = [c for c in cells if c[0] in ("whole", "shift 10")]
+    below = [d / p for _, d, p, _ in cells]
+    bracket = [0.85 * s <= d <= 1.10 * p for _, d, p, s in cells]
+    return [f"goal 0.85 ≤ detected-80% / printed ≤ 1.10: met in {sum(map(ok, below))} of "
+            f"{len(cells)} cells; ≤ 1.10 (the printed MDE is not optimistic) in "
+            f"{sum(r <= 1.10 for r in below)} of {len(cells)}; the concentrated shapes (whole, "
+            f"shift 10) in {sum(ok(d / p) for _, d, p, _ in whole)} of {len(whole)}",
+            f"between the two printed figures (0.85 × spread ≤ detected-80% ≤ 1.10 × printed): "
+            f"{sum(bracket)} of {len(cells)} cells; ratio range {min(below):.3f}–"
+            f"{max(below):.3f}"]
+
+
 def main() -> None:
     t0, load0 = time.perf_counter(), os.getloadavg()[0]
     sets = [load_set("SciFact", scifact_golden(), SCIFACT_CORPUS)]
@@ -251,6 +268,7 @@ def main() -> None:
               "size (unknown to compare); ratio = detected-80% / figure", "",
               f"{'set':<8} {'shape':<9} {'n':>4} {'printed':>8} {'spread':>7} {'own':>7} "
               f"{'80% drop':>8} {'ratio':>6} {'/spread':>7} {'/own':>6}  power curve"]
+    cells: list[tuple[str, float, float, float]] = []  # shape, 80% drop, printed, spread
     for data in sets:
         for n in SIZES:
             d_null = draws(data, n, NULL_TRIALS, SEED + 1)
@@ -268,7 +286,9 @@ def main() -> None:
                              + " ".join(notes))
                 sys.stdout.write(lines[-1] + "\n")
                 sys.stdout.flush()
-    lines += ["", f"total {time.perf_counter() - t0:.0f} s; "
+                if d80 is not None:
+                    cells.append((shape, d80, reference, spread))
+    lines += ["", *summary(cells), "", f"total {time.perf_counter() - t0:.0f} s; "
               + load_line(load0)]
     emit("bench_mde_shapes" + ("_quick" if QUICK else ""), "\n".join(lines))
 

@@ -44,6 +44,10 @@ RescoreOpt = Annotated[bool, typer.Option(
 GoldenOpt = Annotated[Path | None, typer.Option(
     help="with --rescore or --by: the candidate's golden-set file (default: the path its run "
     "recorded; a private set records none)")]
+PrimaryOpt = Annotated[str | None, typer.Option(
+    help="the metric that decides (default: the golden set's primary_metric, else "
+    "ndcg_at_10_doc for doc-level truth, mrr for chunk-level, contains_all for "
+    "answer-only sets)")]
 ByOpt = Annotated[SliceKey | None, typer.Option(
     "--by", help="also compare per slice of the queries by this golden-set field (Holm across "
     "the slices; a regressed slice is Regressed, exit 1)")]
@@ -98,10 +102,7 @@ def compare(
         metavar="BASELINE", help="run id (any experiment), run name, @baseline or @latest")],
     candidate: Annotated[str, typer.Argument(
         metavar="CANDIDATE", help="run id (any experiment), run name, @baseline or @latest")],
-    primary: Annotated[str | None, typer.Option(
-        help="the metric that decides (default: the golden set's primary_metric, else "
-        "ndcg_at_10_doc for doc-level truth, mrr for chunk-level, contains_all for "
-        "answer-only sets)")] = None,
+    primary: PrimaryOpt = None,
     gate: Annotated[list[str] | None, typer.Option(
         "--gate", help="a further gated metric, sharing Holm's correction with the primary "
         "(repeatable)")] = None,

@@ -17,7 +17,7 @@ from rich.table import Table
 from kebab_mlflow.comparison import KINDS, Comparison, headline, ordered
 from kebab_mlflow.comparison.records import QueryKind, Verdict
 from kebab_mlflow.comparison.rendering import kind_text, result_word, version_lines
-from kebab_mlflow.comparison.slices import slice_rows, verdict_text
+from kebab_mlflow.comparison.slices import holm_words, slice_rows, verdict_text
 from kebab_mlflow.formatting import number
 
 NARROW_QUERIES = 20
@@ -92,7 +92,7 @@ def _metrics(c: Comparison, wide: bool) -> Table:
 def _slices(c: Comparison) -> Table:
     r = c.slices
     assert r is not None
-    table = _table(f"slices by {r.by} (Holm over {r.tests} slice tests; fewer than "
+    table = _table(f"slices by {r.by} ({holm_words(r)}; fewer than "
                    f"{r.small_set} judged queries: too small; {r.unlabelled} unlabelled)")
     for i, col in enumerate(("slice", "n", "judged", "Regr", "metric", "Δ", "CI", "p adj",
                              "MDE", "verdict")):

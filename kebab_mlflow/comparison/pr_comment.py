@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kebab_mlflow.comparison.records import KINDS, Comparison, MetricResult, QueryDiff, RunSide
-from kebab_mlflow.comparison.slices import verdict_text
+from kebab_mlflow.comparison.slices import holm_words, verdict_text
 from kebab_mlflow.formatting import number
 
 MARKER = "<!-- kebab-mlflow:pr-comment -->"
@@ -123,7 +123,7 @@ def _slice_lines(c: Comparison) -> list[str]:
         small = sum(s.verdict == "too small" for s in r.slices)
         return [f"**Slices by {r.by}**: none regressed ({len(r.slices)} slices, {small} too "
                 f"small to carry a verdict).", ""]
-    lines = [f"**Slices by {r.by} that regressed** (Holm over {r.tests} slice tests)", ""]
+    lines = [f"**Slices by {r.by} that regressed** ({holm_words(r)})", ""]
     for s in r.regressed:
         worse = [m for m in s.metrics if m.significant == "worse"]
         lines += [f"- 🔴 `{s.label}` (n={s.n}): **{m.name}** {number(m.baseline)} → "

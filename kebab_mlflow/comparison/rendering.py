@@ -15,7 +15,7 @@ from kebab_mlflow.comparison.records import (
     QueryDiff,
     QueryKind,
 )
-from kebab_mlflow.comparison.slices import slice_json, slice_rows, verdict_text
+from kebab_mlflow.comparison.slices import holm_words, slice_json, slice_rows, verdict_text
 from kebab_mlflow.formatting import number
 
 
@@ -183,8 +183,8 @@ def _slice_markdown(c: Comparison) -> list[str]:
     r = c.slices
     lines = ["", f"## Slices by {r.by}", "",
              f"Labels from golden set {r.golden}; {len(r.slices)} slices, {r.unlabelled} "
-             f"compared queries without a {r.by} (in no slice); Holm over {r.tests} slice "
-             f"tests; a slice with fewer than {r.small_set} judged queries is too small to "
+             f"compared queries without a {r.by} (in no slice); {holm_words(r)}; a slice "
+             f"with fewer than {r.small_set} judged queries is too small to "
              "carry a verdict.", "",
              "| " + " | ".join(SLICE_COLUMNS) + " |", "|" + "---|" * len(SLICE_COLUMNS)]
     return lines + ["| " + " | ".join(v.replace("|", "\\|") for v in row) + " |"

@@ -119,6 +119,10 @@ def slice_words(s: SliceResult) -> str:
         for m in worse) if worse else "")
 
 
+def holm_words(r: SliceReport) -> str:
+    return f"Holm over {r.tests} slice test{'' if r.tests == 1 else 's'}"
+
+
 def verdict_text(c: Comparison) -> str:
     """The verdict as a headline says it, naming the slices that regressed."""
     if c.slices is None or not c.slices.regressed:
@@ -146,8 +150,8 @@ def with_slices(c: Comparison, baseline: RunSide, candidate: RunSide, golden: Go
     regressed = [slice_words(s) for s in report.regressed]
     if not regressed:
         return replace(c, slices=report)
-    reason = (f"slice{'s' if len(regressed) > 1 else ''} regressed (--by {by}, Holm over "
-              f"{tests} slice tests): " + "; ".join(regressed))
+    reason = (f"slice{'s' if len(regressed) > 1 else ''} regressed (--by {by}, "
+              f"{holm_words(report)}): " + "; ".join(regressed))
     return replace(c, slices=report, verdict=Verdict.REGRESSED, reasons=(reason, *c.reasons))
 
 
