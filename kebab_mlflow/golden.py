@@ -8,6 +8,7 @@ is collected with its ``file:line`` and query id and raised as one :class:`Golde
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import re
 import unicodedata
@@ -50,6 +51,17 @@ QUERY_FIELDS: dict[str, tuple[tuple[type, ...], str]] = {
     "evidence": ((list,), "a list of {doc, quote} or {doc, start, end} entries"),
 }
 _QUERY_KEYS = set(QUERY_FIELDS)
+
+
+class SliceKey(enum.StrEnum):
+    """The query fields ``compare --by`` slices a comparison by (comparison/slices.py)."""
+
+    QUERY_TYPE = "query_type"
+    LANG = "lang"
+    HARDCASE_CATEGORY = "hardcase_category"  # a query is in each of its hardcase_categories
+    METADATA_FIELD = "metadata_field"
+    GROUP = "group"
+    DIFFICULTY = "difficulty"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -120,3 +120,72 @@ def test_power_with_a_second_run_uses_the_paired_changes():
     r = power_report(_side(base), "ndcg_at_10_doc", paired_with=_side(cand))
     assert r.paired and r.loss_size == pytest.approx((0.0625 + 0.25 + 1) / 1.75, rel=1e-12)
     assert r.sd == pytest.approx((cand - base).std(ddof=1), rel=1e-12)
+
+
+# --------------------------------------------------------------------------- a loss at random
+
+
+def test_mde_subset_without_losses_variance_is_the_textbook_formula():
+    """A loss thin enough (tiny per-query losses) adds nothing: (za + zp)·√(E[d²]/n)."""
+    from kebab_mlflow.stats.power import mde_subset
+
+    noise = np.array([0.1, -0.1] * 50)  # E[d²] = 0.01, n = 100
+    d = mde_subset(noise, np.full(100, 1e-9))
+    assert d is None  # a loss of 1e-9 per query cannot reach a detectable drop
+    tiny = mde_subset(noise, np.full(100, 1e-3))  # every query losing 1e-3 is still < MDE
+    assert tiny is None
+    small = mde_subset(noise, np.full(100, 0.2))
+    assert small > (ZA + ZP) * 0.01  # the loss's own variance widens both distributions
+
+
+def _subset_power_by_hand(drop, noise2, n, loss):
+    """The delta method on (S1, S2) = (Σd, Σd²) for d = ε·|noise| − h·L, h ~ Bernoulli(π),
+    one constant loss L, written out from the definitions (not from the module)."""
+    pi = drop / loss
+    e1, e2 = -n * pi * loss, n * (noise2 + pi * loss**2)
+    v1 = n * (noise2 + pi * (1 - pi) * loss**2)
+    v2 = n * (4 * noise2 * pi * loss**2 + pi * (1 - pi) * loss**4)
+    c12 = -n * (2 * noise2 * pi * loss + pi * (1 - pi) * loss**3)
+    # T = S1/√S2 ≈ e1/√e2 + (S1 − e1)/√e2 − e1·(S2 − e2)/(2·e2^1.5)
+    g1, g2 = 1 / math.sqrt(e2), -e1 / (2 * e2**1.5)
+    var_t = g1 * g1 * v1 + 2 * g1 * g2 * c12 + g2 * g2 * v2
+    return sp.norm.cdf((-ZA - e1 / math.sqrt(e2)) / math.sqrt(var_t))
+
+
+def test_mde_subset_solves_the_delta_method_power_equation():
+    from kebab_mlflow.stats.power import mde_subset
+
+    rng = np.random.default_rng(11)
+    noise = np.zeros(200)
+    noise[:40] = rng.uniform(0.1, 0.4, 40)
+    noise2 = float(np.mean(noise**2))
+    expected = optimize.brentq(lambda x: _subset_power_by_hand(x, noise2, 200, 0.5) - 0.8,
+                               1e-6, 0.5)
+    assert mde_subset(noise, np.full(200, 0.5)) == pytest.approx(expected, rel=1e-9)
+
+
+def _power_at_random(noise, loss, drop, trials, seed, alpha=0.05):
+    """Share of trials the sign-flip test (2,000 flips) calls a loss: noise with random signs,
+    each query hit with probability drop / loss, losing `loss`."""
+    rng = np.random.default_rng(seed)
+    n = noise.size
+    rows = noise * rng.choice([-1.0, 1.0], (trials, n))
+    rows -= loss * (rng.random((trials, n)) < drop / loss)
+    p = randomization_p(list(rows), 2_000, seed)
+    return float(np.mean((p < alpha) & (rows.mean(axis=1) < 0)))
+
+
+def test_the_subset_mde_is_the_drop_a_random_loss_is_detected_at_80_percent():
+    """200 queries, whole-query losses of 0.8 falling at random: at mde_subset's drop the
+    simulated power is 0.8 (±3 binomial se over 400 trials); the fixed-total model (mde)
+    says a smaller drop, detected less often."""
+    from kebab_mlflow.stats.power import mde_subset
+
+    rng = np.random.default_rng(7)
+    noise = np.zeros(200)
+    noise[:40] = rng.uniform(0.1, 0.4, 40)
+    d = mde_subset(noise, np.full(200, 0.8))
+    power = _power_at_random(noise, 0.8, d, 400, seed=3)
+    assert abs(power - 0.8) < 3 * math.sqrt(0.8 * 0.2 / 400), power
+    fixed = mde(float(np.sqrt(np.mean(noise**2))), 200, loss=0.8)
+    assert fixed < d and _power_at_random(noise, 0.8, fixed, 400, seed=3) < 0.75

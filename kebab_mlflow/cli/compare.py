@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from kebab_mlflow.cli.app import Experiment, TrackingUri, app
+from kebab_mlflow.golden import SliceKey
 from kebab_mlflow.stats.alternative import Alternative
 
 if TYPE_CHECKING:
@@ -42,7 +43,15 @@ RescoreOpt = Annotated[bool, typer.Option(
     "--rescore", help="runs of different golden versions: rescore the baseline in memory under "
     "the candidate's golden set (nothing logged for the baseline)")]
 GoldenOpt = Annotated[Path | None, typer.Option(
-    help="with --rescore: the candidate's golden-set file (default: the path its run recorded)")]
+    help="with --rescore or --by: the candidate's golden-set file (default: the path its run "
+    "recorded; a private set records none)")]
+PrimaryOpt = Annotated[str | None, typer.Option(
+    help="the metric that decides (default: the golden set's primary_metric, else "
+    "ndcg_at_10_doc for doc-level truth, mrr for chunk-level, contains_all for "
+    "answer-only sets)")]
+ByOpt = Annotated[SliceKey | None, typer.Option(
+    "--by", help="also compare per slice of the queries by this golden-set field (Holm across "
+    "the slices; a regressed slice is Regressed, exit 1)")]
 
 
 class Unjudged(StrEnum):
@@ -59,27 +68,34 @@ UnjudgedOpt = Annotated[Unjudged, typer.Option(
 
 
 def _decided(base_side: RunSide, cand_side: RunSide, options: CompareOptions, rescore: bool,
-             golden: Path | None, unjudged: Unjudged) -> Comparison:
-    """The comparison: --rescore's baseline (comparison/rescoring.py), then the verdict, then
-    the bounds for unjudged hits (comparison/unjudged.py)."""
+             golden: Path | None, unjudged: Unjudged, by: SliceKey | None = None
+             ) -> Comparison:
+    """The comparison: --rescore's baseline (comparison/rescoring.py), then the verdict, the
+    bounds for unjudged hits (comparison/unjudged.py), then the slices (comparison/slices.py)."""
     from kebab_mlflow import comparison as cmp
     from kebab_mlflow.comparison.rescoring import candidate_golden, with_rescored_baseline
+    from kebab_mlflow.comparison.slices import with_slices
     from kebab_mlflow.comparison.unjudged import UnjudgedMode, with_unjudged_bounds
     from kebab_mlflow.errors import InputError
 
     if rescore:
         base_side = with_rescored_baseline(base_side, cand_side, golden)
     result = cmp.compare_runs(base_side, cand_side, options)
-    if unjudged is Unjudged.off or result.level not in ("doc", "chunk+doc"):
-        return result
-    try:
-        golden_set = candidate_golden(cand_side, golden)
-    except InputError as exc:
-        if unjudged is Unjudged.gate:
-            raise
-        return replace(result, notes=(*result.notes, f"no bounds for unjudged hits: {exc}"))
-    return with_unjudged_bounds(result, base_side, cand_side, golden_set, options,
-                                UnjudgedMode(unjudged.value))
+    # --by needs the golden set's labels: a run that cannot name its file is refused (exit 2)
+    golden_set = candidate_golden(cand_side, golden) if by is not None else None
+    if unjudged is not Unjudged.off and result.level in ("doc", "chunk+doc"):
+        try:
+            bounds_golden = golden_set or candidate_golden(cand_side, golden)
+        except InputError as exc:
+            if unjudged is Unjudged.gate:
+                raise
+            result = replace(result, notes=(*result.notes, f"no bounds for unjudged hits: {exc}"))
+        else:
+            result = with_unjudged_bounds(result, base_side, cand_side, bounds_golden, options,
+                                          UnjudgedMode(unjudged.value))
+    if by is not None and golden_set is not None:
+        result = with_slices(result, base_side, cand_side, golden_set, by)
+    return result
 
 
 @app.command()
@@ -88,10 +104,7 @@ def compare(
         metavar="BASELINE", help="run id (any experiment), run name, @baseline or @latest")],
     candidate: Annotated[str, typer.Argument(
         metavar="CANDIDATE", help="run id (any experiment), run name, @baseline or @latest")],
-    primary: Annotated[str | None, typer.Option(
-        help="the metric that decides (default: the golden set's primary_metric, else "
-        "ndcg_at_10_doc for doc-level truth, mrr for chunk-level, contains_all for "
-        "answer-only sets)")] = None,
+    primary: PrimaryOpt = None,
     gate: Annotated[list[str] | None, typer.Option(
         "--gate", help="a further gated metric, sharing Holm's correction with the primary "
         "(repeatable)")] = None,
@@ -115,6 +128,7 @@ def compare(
     allow_golden_mismatch: Annotated[bool, typer.Option(
         help="compare the shared query ids of different golden sets")] = False,
     rescore: RescoreOpt = False, golden: GoldenOpt = None, unjudged: UnjudgedOpt = Unjudged.report,
+    by: ByOpt = None,
     fmt: Annotated[Format, typer.Option("--format", help=FORMAT_HELP)] = Format.table,
     ui_url: Annotated[str | None, typer.Option("--ui-url", help=UI_URL_HELP)] = None,
     out_file: Annotated[Path | None, typer.Option(
@@ -142,13 +156,14 @@ def compare(
         max_regressions=max_regressions, abstention_gate=abstention_gate,
         alternative=alternative, count_flaky=count_flaky)
     _execute(tracking_uri, experiment, (baseline, candidate), options,
-             (fmt, wide, out_file, ui_url), no_log, (rescore, golden, unjudged))
+             (fmt, wide, out_file, ui_url), no_log, (rescore, golden, unjudged, by))
 
 
 def _execute(tracking_uri: str | None, experiment: str, refs: tuple[str, str],
              options: CompareOptions, output: tuple[Format, bool, Path | None, str | None],
-             no_log: bool, versions: tuple[bool, Path | None, Unjudged]) -> None:
-    """``versions``: --rescore, --golden, --unjudged (golden versions, issue 30)."""
+             no_log: bool, versions: tuple[bool, Path | None, Unjudged, SliceKey | None]
+             ) -> None:
+    """``versions``: --rescore, --golden, --unjudged (golden versions, issue 30), --by."""
     from kebab_mlflow import comparison as cmp
     from kebab_mlflow.tracking.store import Tracker
 

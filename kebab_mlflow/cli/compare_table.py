@@ -17,6 +17,7 @@ from rich.table import Table
 from kebab_mlflow.comparison import KINDS, Comparison, headline, ordered
 from kebab_mlflow.comparison.records import QueryKind, Verdict
 from kebab_mlflow.comparison.rendering import kind_text, result_word, version_lines
+from kebab_mlflow.comparison.slices import holm_words, slice_rows, verdict_text
 from kebab_mlflow.formatting import number
 
 NARROW_QUERIES = 20
@@ -41,6 +42,8 @@ def render_table(c: Comparison, width: int | None, wide: bool, color: bool) -> s
     for line in changes:
         console.print(f"  {line}", markup=False)
     console.print(_metrics(c, wide))
+    if c.slices is not None:
+        console.print(_slices(c))
     _queries(console, c, wide, width)
     console.print(f"rule: {c.rule}")
     if not wide:
@@ -54,7 +57,7 @@ def _headline(c: Comparison, wide: bool) -> str:
     if wide:
         return headline(c)
     b, d = c.baseline, c.candidate
-    return (f"{c.verdict}: {d['name']} ({d['run_id'][:SHORT_ID]}) vs baseline {b['name']} "
+    return (f"{verdict_text(c)}: {d['name']} ({d['run_id'][:SHORT_ID]}) vs baseline {b['name']} "
             f"({b['run_id'][:SHORT_ID]}), {c.n_queries} queries ({c.n_with_truth} with ground "
             f"truth), {c.level} level")
 
@@ -82,6 +85,20 @@ def _metrics(c: Comparison, wide: bool) -> Table:
         table.add_column(col, no_wrap=True, justify="left" if i in (0, len(header) - 1)
                          else "right")
     for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def _slices(c: Comparison) -> Table:
+    r = c.slices
+    assert r is not None
+    table = _table(f"slices by {r.by} ({holm_words(r)}; fewer than "
+                   f"{r.small_set} judged queries: too small; {r.unlabelled} unlabelled)")
+    for i, col in enumerate(("slice", "n", "judged", "Regr", "metric", "Δ", "CI", "p adj",
+                             "MDE", "verdict")):
+        table.add_column(col, no_wrap=True, justify="right" if i in (1, 2, 3, 5, 7, 8)
+                         else "left")
+    for row in slice_rows(r):
         table.add_row(*row)
     return table
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kebab_mlflow.comparison.records import KINDS, Comparison, MetricResult, QueryDiff, RunSide
+from kebab_mlflow.comparison.slices import holm_words, verdict_text
 from kebab_mlflow.formatting import number
 
 MARKER = "<!-- kebab-mlflow:pr-comment -->"
@@ -61,6 +62,7 @@ def _render(c: Comparison, baseline: RunSide, candidate: RunSide,
         [MARKER, verdict_line(c), ""],
         _primary_lines(c),
         _gate_lines(c),
+        _slice_lines(c),
         # the MDE reason says what the line under the primary metric already says
         [f"- {r}" for r in c.reasons if not r.startswith("could not have detected")] + [""],
         [f"> ⚠️ {w}" for w in c.warnings] + ([""] if c.warnings else []),
@@ -78,7 +80,8 @@ def verdict_line(c: Comparison) -> str:
     b, d = c.baseline, c.candidate
     golden = d.get("golden_set") or b.get("golden_set") or "the golden set"
     digest = (d.get("golden_sha256") or "")[:12]
-    return (f"### {VERDICT_ICON.get(c.verdict, '')} {c.verdict}: `{d['name']}` vs baseline "
+    return (f"### {VERDICT_ICON.get(c.verdict, '')} {verdict_text(c)}: `{d['name']}` vs "
+            "baseline "
             f"`{b['name']}` on {golden}" + (f" ({digest})" if digest else "")
             + f", {c.n_queries} queries, {c.level} level")
 
@@ -90,9 +93,11 @@ def _primary_lines(c: Comparison) -> list[str]:
              + (f", Holm p {number(m.p_holm)}" if len(c.metrics) > 1 else "")
              + f"; {_result(m)})"]
     if m.mde is not None:
+        spread = (f"; a loss spread like the observed changes from {number(m.mde_spread)}"
+                  if m.mde_spread is not None and number(m.mde_spread) != number(m.mde) else "")
         lines.append(f"With {m.n} paired queries this comparison could not have detected a "
                      f"drop below **{number(m.mde)}** in {m.name} (80% power, α "
-                     f"{number(m.mde_alpha, 3)}).")
+                     f"{number(m.mde_alpha, 3)}; a loss of any shape{spread}).")
     return [*lines, ""]
 
 
@@ -106,6 +111,24 @@ def _gate_lines(c: Comparison) -> list[str]:
     lines += [f"| {m.name} | {number(m.baseline)} | {number(m.candidate)} | "
               f"{number(m.delta, signed=True)} | {_ci(m)} | {number(m.p_holm)} | "
               f"{number(m.mde)} | {_result(m)} |" for m in gates]
+    return [*lines, ""]
+
+
+def _slice_lines(c: Comparison) -> list[str]:
+    """One line per regressed slice (compare --by), else one line saying none did."""
+    r = c.slices
+    if r is None:
+        return []
+    if not r.regressed:
+        small = sum(s.verdict == "too small" for s in r.slices)
+        return [f"**Slices by {r.by}**: none regressed ({len(r.slices)} slices, {small} too "
+                f"small to carry a verdict).", ""]
+    lines = [f"**Slices by {r.by} that regressed** ({holm_words(r)})", ""]
+    for s in r.regressed:
+        worse = [m for m in s.metrics if m.significant == "worse"]
+        lines += [f"- 🔴 `{s.label}` (n={s.n}): **{m.name}** {number(m.baseline)} → "
+                  f"{number(m.candidate)} (Δ {number(m.delta, signed=True)}, CI {_ci(m)}, "
+                  f"Holm p {number(m.p_holm)})" for m in worse]
     return [*lines, ""]
 
 

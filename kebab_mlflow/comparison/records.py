@@ -10,6 +10,7 @@ from typing import TypedDict
 from kebab_mlflow import vocabulary as vocab
 from kebab_mlflow.errors import Problem
 from kebab_mlflow.evaluation.per_query import PerQueryRow
+from kebab_mlflow.golden import SliceKey
 from kebab_mlflow.records import VERSION_KEYS
 from kebab_mlflow.stats.alternative import Alternative
 
@@ -161,12 +162,15 @@ class MetricResult:
     significant: str | None  # "better" | "worse" | None
     unchanged: bool  # every paired delta is 0 (zero variance): reported, not corrected for
     sd: float | None  # of the paired deltas
-    mde: float | None  # minimum detectable effect at 80% power, this n, sd and loss_size
+    # minimum detectable effect at 80% power, this n and sd, for a loss of whole queries at
+    # random (conservative: the hardest shape, bench/bench_mde_shapes.py)
+    mde: float | None
     mde_alpha: float | None  # the level the MDE is computed at (alpha / gates in the correction)
     within_margin: bool | None = None  # with --margin: the CI's worse bound within it
     # the per-query change size the MDE models a loss with: Σd²/Σ|d| of the paired deltas
     loss_size: float | None = None
-    mde_whole: float | None = None  # the MDE if the loss falls on whole queries (stats/power.py)
+    mde_whole: float | None = None  # the MDE if the loss falls on whole queries (= mde)
+    mde_spread: float | None = None  # the MDE for a loss made of changes of size loss_size
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -184,6 +188,40 @@ class QueryDiff:
     # an unanswerable query's outcome change, "correct_refusal → incorrect_answer"
     abstention: str | None = None
     flaky: bool = False  # its repeats disagreed on either side (flip rate > 0)
+
+
+class SliceVerdict(enum.StrEnum):
+    REGRESSED = "Regressed"
+    BETTER = "Better"
+    SAME = "Same"
+    TOO_SMALL = "too small"  # fewer judged queries than the small-set threshold
+
+
+@dataclass(frozen=True, kw_only=True)
+class SliceResult:
+    """The paired comparison of one slice: its gated metrics (Holm across every slice)."""
+
+    label: str
+    n: int  # compared queries in the slice
+    n_judged: int  # of them with per-query evidence (ground truth or an abstention case)
+    regressions: int  # its Regression queries
+    metrics: tuple[MetricResult, ...]
+    verdict: SliceVerdict
+
+
+@dataclass(frozen=True, kw_only=True)
+class SliceReport:
+    by: SliceKey
+    golden: str  # where the labels came from: the golden set's name and digest
+    slices: tuple[SliceResult, ...]
+    unlabelled: int  # compared queries without a label (in no slice)
+    tests: int  # (slice, metric) tests in Holm's correction
+    small_set: int
+    overall: Verdict  # the verdict over all queries, before the slices
+
+    @property
+    def regressed(self) -> tuple[SliceResult, ...]:
+        return tuple(s for s in self.slices if s.verdict is SliceVerdict.REGRESSED)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -207,6 +245,7 @@ class Comparison:
     counts: Mapping[QueryKind, int] = field(default_factory=dict)
     primary_source: str = "default"  # --primary | golden set primary_metric | default
     flaky_regressions: int = 0  # Regression queries flaky on either side (run --repeat)
+    slices: SliceReport | None = None  # compare --by (comparison/slices.py)
 
     @property
     def exit_code(self) -> int:

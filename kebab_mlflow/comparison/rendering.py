@@ -15,6 +15,7 @@ from kebab_mlflow.comparison.records import (
     QueryDiff,
     QueryKind,
 )
+from kebab_mlflow.comparison.slices import holm_words, slice_json, slice_rows, verdict_text
 from kebab_mlflow.formatting import number
 
 
@@ -60,6 +61,7 @@ def to_json(c: Comparison) -> dict[str, Any]:
         "flaky_regressions": c.flaky_regressions,
         "metrics": [asdict(m) for m in c.metrics],
         "queries": [asdict(q) for q in ordered(c.queries)],
+        "slices": slice_json(c.slices),
     })
     return cleaned
 
@@ -131,13 +133,13 @@ QUERY_COLUMNS = ["kind", "id", "level", "base rank", "cand rank", "contains_all"
 
 def headline(c: Comparison) -> str:
     b, d = c.baseline, c.candidate
-    return (f"{c.verdict}: candidate {d['name']} ({d['run_id']}) vs baseline {b['name']} "
+    return (f"{verdict_text(c)}: candidate {d['name']} ({d['run_id']}) vs baseline {b['name']} "
             f"({b['run_id']}), {c.n_queries} queries ({c.n_with_truth} with ground truth), "
             f"{c.level} level")
 
 
 def to_markdown(c: Comparison, query_limit: int = 200) -> str:
-    lines = [f"# Compare: {c.verdict}", ""]
+    lines = [f"# Compare: {verdict_text(c)}", ""]
     lines += [f"> **{note}**" for note in c.notes] + ([""] if c.notes else [])
     lines += [headline(c), ""]
     lines += [f"- {r}" for r in c.reasons] + [""]
@@ -150,6 +152,7 @@ def to_markdown(c: Comparison, query_limit: int = 200) -> str:
     lines += ["## Gated metrics", "", "| " + " | ".join(METRIC_COLUMNS) + " |",
               "|" + "---|" * len(METRIC_COLUMNS)]
     lines += ["| " + " | ".join(r) + " |" for r in metric_rows(c)]
+    lines += _slice_markdown(c)
     lines += ["", "## Queries", "",
               ", ".join(f"{k}: {c.counts.get(k, 0)}" for k in KINDS)
               + f" (first-hit rank at each query's ground-truth level: {c.level}; "
@@ -172,6 +175,24 @@ def to_markdown(c: Comparison, query_limit: int = 200) -> str:
                 "git_commit", "git_dirty"):
         lines.append(f"| {key} | {c.baseline.get(key) or '—'} | {c.candidate.get(key) or '—'} |")
     return "\n".join(lines) + "\n"
+
+
+def _slice_markdown(c: Comparison) -> list[str]:
+    if c.slices is None:
+        return []
+    r = c.slices
+    lines = ["", f"## Slices by {r.by}", "",
+             f"Labels from golden set {r.golden}; {len(r.slices)} slices, {r.unlabelled} "
+             f"compared queries without a {r.by} (in no slice); {holm_words(r)}; a slice "
+             f"with fewer than {r.small_set} judged queries is too small to "
+             "carry a verdict.", "",
+             "| " + " | ".join(SLICE_COLUMNS) + " |", "|" + "---|" * len(SLICE_COLUMNS)]
+    return lines + ["| " + " | ".join(v.replace("|", "\\|") for v in row) + " |"
+                    for row in slice_rows(r)]
+
+
+SLICE_COLUMNS = ["slice", "n", "judged", "Regressions", "metric", "delta", "95% CI",
+                 "p Holm", "MDE (80%)", "verdict"]
 
 
 def to_junit(c: Comparison) -> str:
@@ -197,7 +218,8 @@ def to_junit(c: Comparison) -> str:
         bad = m.significant == "worse" or m.within_margin is False
         case(f"{m.role} {m.name}", f"{m.name}: {result_word(m)}" if bad else None, detail)
     for reason in c.reasons:
-        if reason.startswith(("small set:", "not shown non-inferior")) or "--max-regr" in reason:
+        if (reason.startswith(("small set:", "not shown non-inferior", "slice"))
+                or "--max-regr" in reason):
             case(f"rule: {reason.split(':')[0]}", reason, reason)
     # a regressed query fails its testcase only when the verdict fails: a JUnit consumer that
     # marks a build unstable on any failure must agree with the exit code

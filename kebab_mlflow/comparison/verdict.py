@@ -287,16 +287,24 @@ def significance(p_adjusted: float | None, mean: float | None, higher_is_better:
 
 def detectable_effect(deltas: np.ndarray, baseline: np.ndarray, higher_is_better: bool,
                       level: float) -> dict[str, float | None]:
-    """The paired deltas' sd and the MDE at ``level`` (stats/power.py's model) with a loss
-    made of changes as large as the observed ones (``loss_size``: Σd²/Σ|d|), and with one
-    falling on whole queries (each losing what it scores in the baseline; for a lower-is-better
-    rate, rising to 1)."""
-    from kebab_mlflow.stats.power import delta_sd, loss_size, mde
+    """The paired deltas' sd and the MDE at ``level`` for a loss on a random subset of the
+    queries (:func:`~kebab_mlflow.stats.power.mde_subset`). How a loss falls decides what it
+    takes to see it, and compare cannot know: ``mde`` (printed) is the conservative figure, a
+    loss of whole queries (each losing what it scores in the baseline; for a lower-is-better
+    rate, rising to 1), the hardest shape to detect (bench/bench_mde_shapes.py);
+    ``mde_spread`` a loss made of changes like the observed ones (their sizes ``|d|``), e.g.
+    relevant documents moved down a few ranks; ``loss_size`` their Σd²/Σ|d|."""
+    from kebab_mlflow.stats.power import delta_sd, loss_size, mde_subset
 
-    sd, size = delta_sd(deltas), loss_size(deltas)
-    whole = loss_size(baseline if higher_is_better else 1 - baseline)
-    return {"sd": sd, "loss_size": size, "mde": mde(sd, deltas.size, level, loss=size or 0.0),
-            "mde_whole": mde(sd, deltas.size, level, loss=whole or 0.0)}
+    room = baseline if higher_is_better else 1 - baseline  # what each query could lose
+    conservative = mde_subset(deltas, room, level)
+    spread = mde_subset(deltas, deltas, level)
+    if conservative is None or spread is None:
+        conservative = conservative or spread
+    else:
+        conservative = max(conservative, spread)
+    return {"sd": delta_sd(deltas), "loss_size": loss_size(deltas), "mde": conservative,
+            "mde_whole": conservative, "mde_spread": spread}
 
 
 def metric_results(gates: Sequence[tuple[str, str, str]],
@@ -336,7 +344,7 @@ def metric_results(gates: Sequence[tuple[str, str, str]],
             ci_high=t.ci_high, p_value=pvalues[i], p_exact=t.p_exact, p_holm=p_adj,
             significant=sig, unchanged=unchanged[i], sd=effect["sd"], mde=effect["mde"],
             mde_alpha=level, within_margin=within, loss_size=effect["loss_size"],
-            mde_whole=effect["mde_whole"]))
+            mde_whole=effect["mde_whole"], mde_spread=effect["mde_spread"]))
     return out
 
 
@@ -359,14 +367,18 @@ def detectable_words(m: MetricResult) -> str:
     """What a Same verdict could have missed on this metric, in words."""
     if m.n < 2:
         return f"{m.name}: too few paired queries ({m.n}) to estimate a detectable effect"
-    if m.unchanged or not m.mde:
+    if m.unchanged:
         return (f"{m.name} is identical on all {m.n} queries: the paired deltas have no "
                 "variance, so no detectable effect can be estimated from them")
+    if not m.mde:
+        return (f"{m.name}: not even every query losing all it scores would be detected "
+                f"with 80% power on these {m.n} queries")
     side = "loss" if m.higher_is_better else "increase"
-    whole = (f"; {number(m.mde_whole)} if it falls on whole queries"
-             if m.mde_whole and number(m.mde_whole) != number(m.mde) else "")
+    spread = (f"; one spread like the observed changes is seen from {number(m.mde_spread)}"
+              if m.mde_spread and number(m.mde_spread) != number(m.mde) else "")
     return (f"could not have detected a {side} smaller than {number(m.mde)} {m.name} with "
-            f"these {m.n} queries (80% power, alpha {m.mde_alpha:.3g}{whole})")
+            f"these {m.n} queries (80% power, alpha {m.mde_alpha:.3g}; conservative: a {side} "
+            f"of any shape, whole queries being the hardest to see{spread})")
 
 
 def _beyond_margin(m: MetricResult, margin: float | None) -> str:

@@ -17,8 +17,13 @@ So ``D`` is detected with probability ``power`` when
 ``D = z₁₋α/₂ · √((s² + D·m)/n) + z_power · s/√n``, a quadratic in ``D`` solved in closed form.
 With ``m = 0`` it is the textbook ``(z₁₋α/₂ + z_power) · s/√n``, a lower bound: a drop
 concentrated on fewer queries widens the test's null distribution and takes more to detect.
-``bench/bench_gate.py`` measures the printed MDE against the drop a simulation detects 80% of
-the time on SciFact.
+``bench/bench_gate.py`` measures this against the drop a simulation detects 80% of the time on
+SciFact, for a drop of a fixed total.
+
+**A loss on a random subset of queries** (each query hit or not by chance: the realistic case,
+``bench/bench_mde_shapes.py``) also varies in total from one draw to the next, and the test's
+critical value ``√(Σd²)`` grows with the same losses that move ``Σd``: :func:`mde_subset`
+models both (the delta method on ``(Σd, Σd²)``) for a given distribution of per-query losses.
 """
 
 from __future__ import annotations
@@ -64,6 +69,52 @@ def mde(sd: float | None, n: int, alpha: float = 0.05, power: float = POWER, *,
     b = 2 * c + za * za * loss / n
     constant = c * c - za * za * sd * sd / n
     return (b + math.sqrt(b * b - 4 * constant)) / 2  # the root with D ≥ c
+
+
+def subset_power(drop: float, noise2: float, n: int, moments: tuple[float, float, float, float],
+                 alpha: float = 0.05) -> float:
+    """The sign-flip test's power against an expected mean drop ``drop`` falling on a random
+    subset of ``n`` queries: each query, with probability ``π = drop / E[L]``, loses ``L``
+    (``moments``: ``E[L], E[L²], E[L³], E[L⁴]``), on top of exchangeable noise with mean square
+    ``noise2``. The test rejects when ``T = Σd / √(Σd²) ≤ −z₁₋α/₂``; ``T``'s mean and variance
+    come from the delta method on ``(Σd, Σd²)``, whose moments are exact under the model —
+    so the randomness of how many queries lose, and that ``Σd²`` (the critical value) grows
+    with the very losses that move ``Σd``, are both accounted for."""
+    l1, l2, l3, l4 = moments
+    share = min(1.0, drop / l1)
+    var_h = share * (1 - share)
+    mu1, mu2 = -n * drop, n * (noise2 + share * l2)
+    var1 = n * (noise2 + var_h * l2)
+    var2 = n * (4 * noise2 * share * l2 + var_h * l4)
+    cov = -n * (2 * noise2 * share * l1 + var_h * l3)
+    mean_t = mu1 / math.sqrt(mu2)
+    var_t = (var1 - mu1 / mu2 * cov + mu1 * mu1 / (4 * mu2 * mu2) * var2) / mu2
+    za = NormalDist().inv_cdf(1 - alpha / 2)
+    return NormalDist().cdf((-za - mean_t) / math.sqrt(max(var_t, 1e-300)))
+
+
+def mde_subset(deltas: ArrayLike, losses: ArrayLike, alpha: float = 0.05,
+               power: float = POWER) -> float | None:
+    """The smallest expected mean drop over these paired queries that the sign-flip test
+    detects with ``power`` when it falls on a random subset of them, each query hit losing
+    a loss drawn like ``losses`` (:func:`subset_power`); ``deltas`` are the noise. None for
+    fewer than 2 queries, no possible loss, or a drop not detectable even if every query lost."""
+    d = np.asarray(deltas, dtype=np.float64).ravel()
+    loss = np.abs(np.asarray(losses, dtype=np.float64).ravel())
+    loss = loss[loss > 0]
+    if d.size < 2 or loss.size == 0:
+        return None
+    moments = (float(loss.mean()), float(np.mean(loss**2)), float(np.mean(loss**3)),
+               float(np.mean(loss**4)))
+    noise2 = float(np.mean(d * d))
+    if subset_power(moments[0], noise2, d.size, moments, alpha) < power:
+        return None
+    low, high = 0.0, moments[0]
+    for _ in range(60):  # power rises with the drop: bisection
+        mid = (low + high) / 2
+        low, high = (mid, high) if subset_power(mid, noise2, d.size, moments, alpha) < power \
+            else (low, mid)
+    return high
 
 
 def queries_needed(sd: float, delta: float, alpha: float = 0.05, power: float = POWER, *,
