@@ -74,13 +74,16 @@ def ndcg_at_10(ranked: list[str], grades: dict[str, int]) -> float:
     return dcg / idcg if idcg else 0.0
 
 
-def runs() -> tuple[list, dict[str, list[list[str]]], dict[str, np.ndarray]]:
+def runs(golden_path: Path | None = None, corpus: Path = SCIFACT_CORPUS
+         ) -> tuple[list, dict[str, list[list[str]]], dict[str, np.ndarray]]:
+    """Both CONFIGS on a golden set (SciFact test by default): queries, each system's ranked
+    doc ids, and its per-query nDCG@10 (checked against ndcg_at_10 to 1e-9)."""
     from kebab_mlflow.api import evaluate, load_golden_set, reference_pipeline
 
-    golden = load_golden_set(scifact_golden())
+    golden = load_golden_set(golden_path or scifact_golden())
     ranked, scores = {}, {}
     for name, overrides in CONFIGS.items():
-        pipeline = reference_pipeline("naive_baseline", SCIFACT_CORPUS, **{
+        pipeline = reference_pipeline("naive_baseline", corpus, **{
             "chunker__mode": "document", **{k.replace(".", "__"): v
                                             for k, v in overrides.items()}})
         rows = {r.id: r for r in evaluate(pipeline, golden, k=DEPTH).rows()}

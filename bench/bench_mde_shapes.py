@@ -37,7 +37,6 @@ Run: nice -n 10 .venv/bin/python bench/bench_mde_shapes.py   (bench/results/benc
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 import time
@@ -48,10 +47,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.bench_gate import ALPHA, CONFIGS, RESAMPLES, ndcg_at_10, runs  # noqa: E402
 from bench.common import SCIFACT_CORPUS, WORK, XQUAD, emit, load_line, scifact_golden  # noqa: E402
 
 SEED = 20261202
-ALPHA, RESAMPLES, DEPTH = 0.05, 10_000, 100
 QUICK = "--quick" in sys.argv
 TRIALS = 100 if QUICK else 300
 NULL_TRIALS = 100 if QUICK else 500
@@ -59,15 +58,6 @@ SIZES = (100, 150, 300)
 SHAPES = ("shift 1", "shift 3", "shift 10", "whole", "fixed 3")
 # the drops tried, × the printed MDE
 GRID = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2, 1.35, 1.5, 1.7, 2.0)
-CONFIGS = {"A": {}, "B": {"bm25.k1": 1.5, "bm25.b": 0.75}}
-
-
-def ndcg_at_10(ranked: list[str], grades: dict[str, int]) -> float:
-    """trec_eval's ndcg_cut_10: linear gain, log2(rank + 1) discount."""
-    dcg = sum(grades.get(d, 0) / math.log2(i + 2) for i, d in enumerate(ranked[:10]))
-    ideal = sorted(grades.values(), reverse=True)[:10]
-    idcg = sum(g / math.log2(i + 2) for i, g in enumerate(ideal))
-    return dcg / idcg if idcg else 0.0
 
 
 def xquad_golden() -> Path:
@@ -88,21 +78,8 @@ class SetData:
 
 
 def load_set(name: str, golden_path: Path, corpus: Path) -> SetData:
-    from kebab_mlflow.api import evaluate, load_golden_set, reference_pipeline
-
-    golden = load_golden_set(golden_path)
-    scores, ranked = {}, {}
-    for system, overrides in CONFIGS.items():
-        pipeline = reference_pipeline("naive_baseline", corpus, **{
-            "chunker__mode": "document", **{k.replace(".", "__"): v
-                                            for k, v in overrides.items()}})
-        rows = {r.id: r for r in evaluate(pipeline, golden, k=DEPTH).rows()}
-        ranked[system] = [[h["doc_id"] for h in rows[q.id].hits] for q in golden.queries]
-        scores[system] = np.array([rows[q.id].scores["ndcg_at_10_doc"] for q in golden.queries])
-        mine = np.array([ndcg_at_10(r, q.relevant_doc_grades)
-                         for r, q in zip(ranked[system], golden.queries, strict=True)])
-        assert np.allclose(mine, scores[system], atol=1e-9, rtol=0), (name, system)
-    grades = [q.relevant_doc_grades for q in golden.queries]
+    queries, ranked, scores = runs(golden_path, corpus)
+    grades = [q.relevant_doc_grades for q in queries]
     losses: dict[str, dict[str, np.ndarray]] = {}
     for shift in (1, 3, 10):
         losses[f"shift {shift}"] = {s: shift_losses(ranked[s], grades, shift) for s in CONFIGS}
