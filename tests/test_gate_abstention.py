@@ -173,24 +173,32 @@ class Answerer(Refuser):
 '''
 
 
-def _golden(path: Path) -> Path:
+def answers_golden(path: Path, answerable: int = 20, unanswerable: int = 20,
+                   types: tuple[dict[str, str], dict[str, str]] = ({}, {})) -> Path:
+    """An answer set: ``answerable`` priced items, then ``unanswerable`` Atlantis ones (the
+    ``types`` dicts add fields to each kind, e.g. a query_type)."""
     queries = [{"id": f"a{i:02d}", "query": f"What does item {i} cost?", "ask": True,
-                "must_contain": ["12 euros"]} for i in range(20)]
+                **types[0], "must_contain": ["12 euros"]} for i in range(answerable)]
     queries += [{"id": f"u{i:02d}", "query": f"What does Atlantis item {i} cost?", "ask": True,
-                 "answerable": False, "forbidden": ["12 euros"]} for i in range(20)]
+                 "answerable": False, **types[1], "forbidden": ["12 euros"]}
+                for i in range(unanswerable)]
     path.write_text(json.dumps({"name": "answers", "queries": queries}))
     return path
 
 
-def test_cli_a_candidate_that_stops_refusing_is_regressed_exit_1(tmp_path, store_uri):
+def run_refuser_then_answerer(tmp_path: Path, golden: Path, store_uri: str) -> None:
+    """Two runs of TARGET on ``golden``: ``base`` refuses every query, ``cand`` answers all."""
     target = tmp_path / "target.py"
     target.write_text(TARGET)
-    golden = _golden(tmp_path / "golden.yaml")
     for name, cls in (("base", "Refuser"), ("cand", "Answerer")):
         res = runner.invoke(app, ["run", "--golden", str(golden), "--target",
                                   f"python:{target}:{cls}", "--run-name", name,
                                   "--tracking-uri", store_uri])
         assert res.exit_code == 0, res.output
+
+
+def test_cli_a_candidate_that_stops_refusing_is_regressed_exit_1(tmp_path, store_uri):
+    run_refuser_then_answerer(tmp_path, answers_golden(tmp_path / "golden.yaml"), store_uri)
     res = runner.invoke(app, ["compare", "base", "cand", "--format", "json", "--no-log",
                               "--tracking-uri", store_uri])
     assert res.exit_code == 1, res.output

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import pytest
 from scipy import stats as sp
@@ -21,7 +20,7 @@ from kebab_mlflow.comparison.verdict import compare_runs
 from kebab_mlflow.errors import InputError
 from kebab_mlflow.evaluation.per_query import PerQueryRow
 from kebab_mlflow.golden import GoldenQuery, GoldenSet, SliceKey, load_golden_set
-from tests.test_gate_abstention import TARGET
+from tests.test_gate_abstention import answers_golden, run_refuser_then_answerer
 
 runner = CliRunner()
 
@@ -141,25 +140,10 @@ def test_query_labels_read_the_golden_fields(by, labels):
 # --------------------------------------------------------------------------- the CLI, end to end
 
 
-def _answers_golden(path: Path) -> Path:
-    queries = [{"id": f"a{i:02d}", "query": f"What does item {i} cost?", "ask": True,
-                "query_type": "single_doc", "must_contain": ["12 euros"]} for i in range(40)]
-    queries += [{"id": f"u{i:02d}", "query": f"What does Atlantis item {i} cost?", "ask": True,
-                 "answerable": False, "query_type": "abstention", "forbidden": ["12 euros"]}
-                for i in range(14)]
-    path.write_text(json.dumps({"name": "answers", "queries": queries}))
-    return path
-
-
 def test_cli_by_query_type_names_the_abstention_slice(tmp_path, store_uri):
-    target = tmp_path / "target.py"
-    target.write_text(TARGET)
-    golden = _answers_golden(tmp_path / "golden.yaml")
-    for name, cls in (("base", "Refuser"), ("cand", "Answerer")):
-        res = runner.invoke(app, ["run", "--golden", str(golden), "--target",
-                                  f"python:{target}:{cls}", "--run-name", name,
-                                  "--tracking-uri", store_uri])
-        assert res.exit_code == 0, res.output
+    golden = answers_golden(tmp_path / "golden.yaml", answerable=40, unanswerable=14,
+                            types=({"query_type": "single_doc"}, {"query_type": "abstention"}))
+    run_refuser_then_answerer(tmp_path, golden, store_uri)
     res = runner.invoke(app, ["compare", "base", "cand", "--by", "query_type", "--format",
                               "json", "--no-log", "--tracking-uri", store_uri])
     assert res.exit_code == 1, res.output
