@@ -97,11 +97,11 @@ def sweep_matrix(work: Path) -> list[str]:
 
 
 def creation_kills(work: Path) -> list[str]:
-    killed = faultpoints.kill_at_sizes(work / "stores", faultpoints.CREATION_POINTS)
     lines = []
-    for size, uri in killed:
+    for at, uri, code in faultpoints.kill_during_creation(work / "stores"):
         why = faultpoints.store_usable(uri)
-        lines.append(f"SIGKILL at {size:>7,} bytes: {'usable' if why is None else why}")
+        lines.append(f"SIGKILL before SQL statement {at:>4} (exit {code}): "
+                     f"{'usable' if why is None else why}")
     return lines
 
 

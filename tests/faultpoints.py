@@ -268,58 +268,60 @@ def start_tune(point: str, folder: Path, store_uri: str) -> tuple[subprocess.Pop
     return proc, marker
 
 
-# SIGKILL while a brand-new SQLite store is created: the moment is "a file of the store folder
-# reached N bytes" (MLflow grows it to ~950 kB over its migrations), an event, not a guess.
-CREATION_POINTS = (1, 28_000, 100_000, 200_000, 300_000, 400_000, 500_000, 600_000, 700_000,
-                   800_000, 900_000)
-CREATE = "from kebab_mlflow.tracking.store import Tracker; Tracker({uri!r})"
+# SIGKILL while a brand-new SQLite store is created. The moment is "MLflow's SQL statement
+# number N of the creation is about to run", counted by an SQLAlchemy event in the creating
+# process itself: the same statement on every machine, idle or loaded (a file size polled from
+# outside could be passed over while the creator ran on). CREATION_POINTS are fractions of the
+# statements a creation runs (counted first, the same way), from the first to the last one.
+CREATION_POINTS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+CREATE = """\
+import os, signal, sys
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
+seen, kill_at = 0, int(sys.argv[2])
+@event.listens_for(Engine, "before_cursor_execute")
+def _count(*_):
+    global seen
+    seen += 1
+    if seen == kill_at:
+        os.kill(os.getpid(), signal.SIGKILL)
+from kebab_mlflow.tracking.store import Tracker
+Tracker(sys.argv[1])
+print(seen)
+"""
 
 
-def start_store_creation(folder: Path, code: str = CREATE) -> tuple[subprocess.Popen, str]:
+def _creation(folder: Path, kill_at: int) -> tuple[subprocess.Popen, str]:
+    folder.mkdir(parents=True)
     uri = f"sqlite:///{folder / 'mlflow.db'}"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-c", code.format(uri=uri)], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen([sys.executable, "-c", CREATE, uri, str(kill_at)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     return proc, uri
 
 
-def largest_file(folder: Path) -> int:
-    sizes = [0]
-    for f in folder.glob("*"):
-        try:
-            sizes.append(f.stat().st_size if not f.name.endswith("-journal") else 0)
-        except FileNotFoundError:  # renamed or removed while we looked
-            pass
-    return max(sizes)
+def creation_statements(folder: Path) -> int:
+    """How many SQL statements creating a brand-new store runs (no kill)."""
+    proc, _ = _creation(folder / "count", 0)
+    out, _ = proc.communicate(timeout=600)
+    assert proc.returncode == 0, proc.returncode
+    return int(out)
 
 
-def kill_at_sizes(folder: Path, sizes: tuple[int, ...],
-                  code: str = CREATE) -> list[tuple[int, str]]:
-    """One store creation per size, each SIGKILLed once a store file reached that size (all
-    started at once); (size, uri) of those killed in time — one that finished first is left out
-    (it is not a kill during creation)."""
+def kill_during_creation(folder: Path, points: tuple[float, ...] = CREATION_POINTS,
+                         ) -> list[tuple[int, str, int]]:
+    """One store creation per point, each SIGKILLed just before its statement number
+    ``1 + point × (total - 1)`` (all started at once); (statement, uri, exit code) each."""
+    total = creation_statements(folder)
     started = []
-    for size in sizes:
-        sub = folder / f"kill-at-{size}"
-        sub.mkdir(parents=True)
-        started.append((size, sub, *start_store_creation(sub, code)))
-    killed, pending = [], list(started)
-    deadline = time.monotonic() + 300
-    while pending and time.monotonic() < deadline:
-        for item in list(pending):
-            size, sub, proc, uri = item
-            if proc.poll() is not None:
-                pending.remove(item)
-            elif largest_file(sub) >= size:
-                proc.send_signal(signal.SIGKILL)
-                proc.wait()
-                killed.append((size, uri))
-                pending.remove(item)
-        time.sleep(0.002)
-    for _, _, proc, _ in pending:
-        proc.kill()
-        proc.wait()
-    return killed
+    for point in points:
+        at = 1 + round(point * (total - 1))
+        started.append((at, *_creation(folder / f"kill-at-{at}", at)))
+    outcomes = []
+    for at, proc, uri in started:
+        proc.communicate(timeout=600)
+        outcomes.append((at, uri, proc.returncode))
+    return outcomes
 
 
 # A store MLflow began to migrate in place (as kebab-mlflow did before issue 18) and that was

@@ -9,6 +9,8 @@ the tests run the points of the window after the query loop, where runs used to 
 
 from __future__ import annotations
 
+import signal
+
 import pytest
 
 from kebab_mlflow.tracking.store import Tracker
@@ -33,10 +35,11 @@ def test_a_signal_at_any_moment_ends_the_run_killed_and_cleans_up(tmp_path, stor
 
 
 def test_sigkill_while_a_new_store_is_created_never_bricks_it(tmp_path):
-    killed = faultpoints.kill_at_sizes(tmp_path, faultpoints.CREATION_POINTS)
-    assert len(killed) >= 8, killed  # nearly every creation was caught mid-way
-    broken = {size: why for size, uri in killed if (why := faultpoints.store_usable(uri))}
+    outcomes = faultpoints.kill_during_creation(tmp_path)
+    assert {code for _, _, code in outcomes} == {-signal.SIGKILL}, outcomes  # each one killed
+    broken = {at: why for at, uri, _ in outcomes if (why := faultpoints.store_usable(uri))}
     assert broken == {}
+    assert not list(tmp_path.rglob(".mlflow.db.creating-*"))  # the killed creators' strays
 
 
 def test_a_half_created_store_without_runs_is_set_aside_and_rebuilt(tmp_path, caplog):

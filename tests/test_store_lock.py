@@ -114,3 +114,36 @@ def test_a_bad_wait_setting_is_an_input_error(monkeypatch):
     monkeypatch.setenv(store.LOCK_WAIT_ENV, "soon")
     with pytest.raises(InputError, match="KEBAB_STORE_LOCK_WAIT_S must be a number"):
         store.lock_wait_s()
+
+
+def test_ending_a_run_on_the_way_out_waits_for_a_lock_and_logs_no_traceback(
+        store_uri, monkeypatch):
+    """A Dask worker's last write can hold the store while the interrupted sweep ends its row
+    KILLED: the quiet end tries again (the lock is released at its first locked attempt, an
+    event), and MLflow's logged copy of the OperationalError never reaches a handler."""
+    import logging
+
+    tracker = Tracker(store_uri)
+    run_id = tracker.start_run(tracker.experiment_id("locked"), "running", {})
+    db = Path(store_uri.removeprefix("sqlite:///"))
+    seen: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = seen.append  # type: ignore[method-assign]  # a list, not a stream
+    logging.getLogger("mlflow.store.db.utils").addHandler(handler)
+    locked_attempts: list[BaseException] = []
+    with held_exclusive(db) as holder:
+        def is_locked(exc: BaseException) -> bool:
+            locked = "database is locked" in str(exc)
+            if locked and not locked_attempts:
+                release(holder)
+            locked_attempts.append(exc)
+            return locked
+
+        monkeypatch.setattr(store, "_is_locked", is_locked)
+        try:
+            assert tracker.end_run_quietly(run_id, "KILLED") is True
+        finally:
+            logging.getLogger("mlflow.store.db.utils").removeHandler(handler)
+    assert locked_attempts, "the store was never found locked: the test proved nothing"
+    assert mlflow_client(store_uri).get_run(run_id).info.status == "KILLED"
+    assert not [r for r in seen if str(r.msg).startswith("SQLAlchemy database error")]

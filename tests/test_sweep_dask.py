@@ -246,9 +246,6 @@ def test_a_local_dask_cluster_forks_warm_workers_and_matches_local(tmp_path, sto
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-@pytest.mark.xfail(strict=False, reason=(
-    "open defect (issue 28): when a worker still writes, ending the row KILLED can meet "
-    "'database is locked' in MLflow's get_run (app/lifecycle.py); its traceback reaches stderr"))
 def test_sigterm_ends_a_local_dask_cluster_sweep_killed_and_leaves_no_worker(tmp_path,
                                                                             store_uri):
     target = write(tmp_path / "blocking.py", PID_BLOCKING_TARGET)

@@ -42,6 +42,16 @@ if TYPE_CHECKING:  # only the record's type: the store needs none of the traces 
 for _chatty in ("mlflow.store.db.utils", "alembic"):
     logging.getLogger(_chatty).setLevel(logging.WARNING)
 
+
+def _not_a_reraised_db_error(record: logging.LogRecord) -> bool:
+    """MLflow logs every SQLAlchemy OperationalError ("database is locked" while a Dask worker
+    still writes) with its traceback, then raises it as an MlflowException: we handle or report
+    that exception ourselves, so the logged copy is only a traceback on the user's stderr."""
+    return not str(record.msg).startswith("SQLAlchemy database error")
+
+
+logging.getLogger("mlflow.store.db.utils").addFilter(_not_a_reraised_db_error)
+
 T = TypeVar("T")
 DEFAULT_EXPERIMENT = "kebab-eval"
 BASELINE_TAG = vocab.BASELINE_RUN_ID
@@ -183,6 +193,12 @@ LOCK_PROGRESS_S = 15.0  # how often a wait for a locked store says so
 def _is_locked(exc: BaseException) -> bool:
     text = str(exc)
     return "database is locked" in text or "database table is locked" in text
+
+
+# Ending a run on the way out may meet "database is locked" while a worker's last write
+# commits: try again for up to ~5 s (no interrupt check: this *is* the interrupt's cleanup).
+QUIET_END_ATTEMPTS = 20
+QUIET_END_PAUSE_S = 0.25
 
 
 def lock_wait_s() -> float:
@@ -533,12 +549,16 @@ class Tracker:
     def end_run_quietly(self, run_id: str, status: str) -> bool:
         """End a run on the way out of a failure; the store may be the thing that failed.
         False when the run had already FINISHED (a signal just after it did): that stays."""
-        try:
-            if self.client.get_run(run_id).info.status == RunStatus.FINISHED:
-                return False
-            self.end_run(run_id, status)
-        except Exception:  # noqa: BLE001
-            pass
+        for _ in range(QUIET_END_ATTEMPTS):
+            try:
+                if self.client.get_run(run_id).info.status == RunStatus.FINISHED:
+                    return False
+                self.end_run(run_id, status)
+                return True
+            except Exception as exc:  # noqa: BLE001
+                if not _is_locked(exc):  # a worker still writing holds the lock a moment
+                    return True
+            time.sleep(QUIET_END_PAUSE_S)
         return True
 
     def set_tags(self, run_id: str, tags: Mapping[str, str]) -> None:
