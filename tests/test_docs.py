@@ -155,3 +155,20 @@ def test_every_repository_path_the_docs_name_exists() -> None:
             missing += [f"{page.relative_to(ROOT)}:{number}: {p}" for p in named
                         if not (ROOT / p).exists()]
     assert missing == [], "\n".join(missing)
+
+
+def test_the_cli_page_lists_every_command_and_its_current_help():
+    """docs/cli.md's option reference is what the CLI prints (scripts/cli_reference.py), and
+    its command table names every top-level command."""
+    checked = subprocess.run([sys.executable, str(ROOT / "scripts" / "cli_reference.py"),
+                              "--check"], capture_output=True, text=True, cwd=ROOT,
+                             env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    from kebab_mlflow.cli.app import app
+    import typer
+
+    root = typer.main.get_command(app)
+    names = root.list_commands(root.context_class(root))
+    table = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8").split("## `run`", 1)[0]
+    missing = [n for n in names if f"| `{n}" not in table]
+    assert missing == [], f"docs/cli.md's command table lacks {missing}"
