@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,7 +44,8 @@ class Field:
     nonempty: bool = False  # a list, mapping or string must not be empty
     null: bool = False  # null is a value (else a problem, or absent: Messages.null_absent)
     check: Callable[[Any], bool] | None = None  # anything further the value must satisfy
-    message: str | None = None  # this field's own wording of a problem (missing or bad)
+    message: str | None = None  # this field's own wording of a bad value (Messages.bad)
+    missing: str | None = None  # ... and of its absence (Messages.missing)
     help: str = ""
 
     def accepts(self, value: Any) -> bool:
@@ -98,40 +99,56 @@ class Messages:
 
 
 class Reader:
-    """A mapping read against field tables; ``problems`` collects every one, in order."""
+    """A mapping read against field tables; ``problems`` collects every one, in order.
+
+    ``prefix`` starts each message (``"row bm25: "``); ``keyed=False`` puts every problem at
+    the mapping's own line rather than at its key's; ``problems`` is a list to append to
+    (a golden set's, shared by all its queries)."""
 
     def __init__(self, data: Mapping[str, Any], node: Any, source: str,
-                 messages: Messages | None = None, *, query_id: str | None = None):
+                 messages: Messages | None = None, *, query_id: str | None = None,
+                 prefix: str = "", keyed: bool = True, problems: list[Problem] | None = None):
         self.data, self.node, self.source = data, node, source
         self.messages = messages or Messages()
-        self.query_id = query_id
-        self.problems: list[Problem] = []
+        self.query_id, self.prefix, self.keyed = query_id, prefix, keyed
+        self.problems: list[Problem] = [] if problems is None else problems
 
     def where(self, key: str | None = None) -> str:
         """``file:line`` of a key's value (of the mapping itself when absent or None)."""
-        return location(self.source, (child(self.node, key) if key else None) or self.node)
+        found = child(self.node, key) if key is not None and self.keyed else None
+        return location(self.source, found or self.node)
 
     def problem(self, message: str, key: str | None = None) -> None:
-        self.problems.append(Problem(message, self.where(key), self.query_id))
+        self.problems.append(Problem(self.prefix + message, self.where(key), self.query_id))
 
     def unknown_keys(self, known: Iterable[str]) -> None:
         """One problem per key the format does not know, in sorted order."""
-        known = set(known)
+        known = known if isinstance(known, set | frozenset | dict) else set(known)
         if self.data.keys() <= known:
             return
         listed = ", ".join(sorted(known))
-        for key in sorted(set(map(str, self.data)) - known):
+        for key in sorted(set(map(str, self.data)) - set(known)):
             self.problem(self.messages.unknown.format(key=key, known=listed), key)
 
-    def missing(self, fields: Sequence[Field]) -> set[str]:
-        """The required fields absent (or blank): each a problem; their names."""
+    def _absent(self, f: Field) -> bool:
+        """Read as not given: absent, or null where null is not a value (a required field,
+        or every field of a format whose null means absent)."""
+        if f.name not in self.data:
+            return True
+        return self.data[f.name] is None and not f.null and (f.required or
+                                                            self.messages.null_absent)
+
+    def missing(self, fields: Iterable[Field]) -> set[str]:
+        """The required fields absent, null or blank: each a problem; their names."""
         out = set()
         for f in fields:
+            if not f.required:
+                continue
             value = self.data.get(f.name)
-            if f.required and value is None:
-                self.problem(self._say(f.message or self.messages.missing, f, value))
+            if value is None and not (f.null and f.name in self.data):
+                self.problem(self._say(f.missing or self.messages.missing, f, value))
                 out.add(f.name)
-            elif f.required and f.nonblank and isinstance(value, str) and not value.strip():
+            elif f.nonblank and isinstance(value, str) and not value.strip():
                 wording = f.message or self.messages.empty or self.messages.bad
                 self.problem(self._say(wording, f, value), f.name)
                 out.add(f.name)
@@ -141,15 +158,13 @@ class Reader:
         """The field's value, or its default (``default`` when given) with a problem when the
         value is not one the field accepts; an absent optional field is its default."""
         fallback = f.default if default is ... else default
-        if f.name not in self.data:
+        if self._absent(f):
             if f.required and reported is None:
-                self.problem(self._say(f.message or self.messages.missing, f, None))
-            return fallback
-        value = self.data[f.name]
-        if value is None and self.messages.null_absent:
+                self.problem(self._say(f.missing or self.messages.missing, f, None))
             return fallback
         if reported is not None and f.name in reported:
             return fallback
+        value = self.data[f.name]
         if not f.accepts(value):
             self.problem(self._say(f.message or self.messages.bad, f, value), f.name)
             return fallback
@@ -159,7 +174,7 @@ class Reader:
             return fallback
         return value
 
-    def values(self, fields: Sequence[Field], *, required_first: bool = False
+    def values(self, fields: Iterable[Field], *, required_first: bool = False
                ) -> dict[str, Any]:
         """Every field's value by name, each checked in turn (``required_first``: the missing
         required ones reported before any other problem)."""

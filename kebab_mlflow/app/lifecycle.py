@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast
 from kebab_mlflow import names
 from kebab_mlflow.errors import InputError, Problem, RunInterrupted
 from kebab_mlflow.interrupts import signals_deferred, sigterm_as_interrupt
-from kebab_mlflow.reading import Field, Reader, json_lines
+from kebab_mlflow.reading import Field, Messages, Reader, json_lines
 from kebab_mlflow.vocabulary import RunStatus
 
 if TYPE_CHECKING:  # the caller opens the store
@@ -168,22 +168,22 @@ def _dataset_ok(value: dict[str, Any]) -> bool:
         value.get("tags"), dict)
 
 
-_ID = "'{name}' must be a non-empty string"
+# every manifest problem reads "'<key>' must <what>", whether the key is missing or bad
+_SAY = "'{name}' must {what}"
+MANIFEST_MESSAGES = Messages(bad=_SAY, missing=_SAY)
 MANIFEST_FIELDS = (
-    *(Field(name=key, what="a non-empty string", types=(str,), required=True, nonempty=True,
-            message=_ID, help=text) for key, text in (
+    *(Field(name=key, what="be a non-empty string", types=(str,), required=True,
+            nonempty=True, help=text) for key, text in (
                 ("run_id", "the run it publishes"), ("experiment_id", "the run's experiment"),
                 ("tracking_uri", "the store, without credentials"))),
-    Field(name="description", what="a string", types=(str,), required=True, message=_ID,
-          help="the run's note"),
-    Field(name="metrics", what="names -> finite numbers", types=(dict,), required=True,
-          check=lambda v: all(map(_finite, v.values())),
-          message="'metrics' must map names to finite numbers", help="the headline metrics"),
-    Field(name="tags", what="names -> strings", types=(dict,), required=True, items=(str,),
-          message="'tags' must map names to strings", help="the run's tags"),
-    Field(name="dataset", what="a mapping", types=(dict,), required=True, check=_dataset_ok,
-          message="'dataset' must hold 'name', 'digest' and 'tags'",
-          help="the golden set as an MLflow dataset"),
+    Field(name="description", what="be a non-empty string", types=(str,), required=True,
+          help="the run's note (may be empty)"),
+    Field(name="metrics", what="map names to finite numbers", types=(dict,), required=True,
+          check=lambda v: all(map(_finite, v.values())), help="the headline metrics"),
+    Field(name="tags", what="map names to strings", types=(dict,), required=True,
+          items=(str,), help="the run's tags"),
+    Field(name="dataset", what="hold 'name', 'digest' and 'tags'", types=(dict,),
+          required=True, check=_dataset_ok, help="the golden set as an MLflow dataset"),
 )
 
 
@@ -203,7 +203,7 @@ def read_manifest(folder: Path) -> Manifest:
     if not isinstance(data, dict):
         raise InputError(f"{path} is not a usable recovery manifest",
                          [Problem("not a JSON object", str(path))])
-    r = Reader(data, json_lines(text), str(path))
+    r = Reader(data, json_lines(text), str(path), MANIFEST_MESSAGES)
     *fields, dataset_field = MANIFEST_FIELDS
     got = r.values(fields)
     metrics, tags = got["metrics"] or {}, got["tags"] or {}
