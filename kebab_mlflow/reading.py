@@ -158,6 +158,8 @@ class Reader:
         """The field's value, or its default (``default`` when given) with a problem when the
         value is not one the field accepts; an absent optional field is its default."""
         fallback = f.default if default is ... else default
+        if isinstance(fallback, list | dict):  # a fresh copy: a table's default is shared
+            fallback = fallback.copy()
         if self._absent(f):
             if f.required and reported is None:
                 self.problem(self._say(f.missing or self.messages.missing, f, None))
