@@ -62,7 +62,6 @@ QUERY_FIELDS = table((
            "text spans that answer the query (kebab_mlflow/evidence/)"),
 ))
 _QUERY_KEYS = set(QUERY_FIELDS)
-_QUERY_TABLE = tuple(QUERY_FIELDS.values())
 
 # The file's top level (or a bare list of queries): "'<key>' must be <type>" at the key's line.
 TOP_MESSAGES = Messages(bad="{name!r} must be {what}",
@@ -309,7 +308,7 @@ def _parse_query(item: Any, node: Any, index: int, at: Callable[[Any], str],
     before = len(problems)
     r = Reader(item, node, at(None), QUERY_MESSAGES, query_id=qid_str, problems=problems)
     r.unknown_keys(_QUERY_KEYS)
-    r.values(_QUERY_TABLE, required_first=True)
+    r.values(QUERY_FIELDS, required_first=True)
 
     def bad(message: str, key: str | None = None) -> None:
         r.problem(message, key)

@@ -208,13 +208,11 @@ def read_manifest(folder: Path) -> Manifest:
     got = r.values(fields)
     metrics, tags = got["metrics"] or {}, got["tags"] or {}
     for key in (*metrics, *tags):
-        why = names.key_problem(key)
-        if why:
-            r.problem(f"key {key!r}: {why}", "metrics" if key in metrics else "tags")
+        if bad_key := names.key_problem(key):
+            r.problem(f"key {key!r}: {bad_key}", "metrics" if key in metrics else "tags")
     dataset = r.value(dataset_field)
-    if dataset is not None:
-        why = names.length_problem("the dataset name", dataset["name"], names.MAX_DATASET_NAME)
-        if why:
-            r.problem(why, "dataset")
+    if dataset is not None and (too_long := names.length_problem(
+            "the dataset name", dataset["name"], names.MAX_DATASET_NAME)):
+        r.problem(too_long, "dataset")
     r.raise_problems(InputError, f"{path} is not a usable recovery manifest")
     return cast(Manifest, data)  # json.loads gives Any; MANIFEST_FIELDS checked the shape

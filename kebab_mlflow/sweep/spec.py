@@ -48,7 +48,12 @@ def _path(name: str, help: str) -> Field:
                           "file)"), missing=path, help=help)
 
 
-_NAMES = {"types": (list,), "items": (str,), "nonblank": True}
+def _names(name: str, what: str, help: str, **more: Any) -> Field:
+    """A list of names (rows, metrics)."""
+    return Field(name=name, what=what, types=(list,), items=(str,), nonblank=True, help=help,
+                 **more)
+
+
 # The sweep file's top level ('{name}' must be {what}, got {value}, at the key's line); rows,
 # cutoffs and executor are read by their own checks below.
 SWEEP_FIELDS = table((
@@ -66,12 +71,12 @@ SWEEP_FIELDS = table((
           help="config overrides of every row"),
     Field(name="primary", what="a row name", types=(str,), nonblank=True,
           help="the row the gauge is about (default: the first)"),
-    Field(name="floors", what="a list of row names", **_NAMES, default=DEFAULT_FLOORS,
-          help="rows (or presets) the primary must beat"),
+    _names("floors", "a list of row names", "rows (or presets) the primary must beat",
+           default=DEFAULT_FLOORS),
     Field(name="ceiling", what="a row name or null", types=(str,), nonblank=True, null=True,
           help="the row (or preset) of the best achievable"),
-    Field(name="gauge_metrics", what="a non-empty list of metric names", **_NAMES,
-          nonempty=True, help="the gauge's metrics (default: by the golden set's truth)"),
+    _names("gauge_metrics", "a non-empty list of metric names", "the gauge's metrics "
+           "(default: by the golden set's truth)", nonempty=True),
     Field(name="resamples", what="an integer >= 100", types=(int,), low=100,
           default=DEFAULT_RESAMPLES, help="bootstrap resamples of the gauge"),
     Field(name="seed", what="an integer >= 0", types=(int,), low=0, default=0,
