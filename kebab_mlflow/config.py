@@ -16,31 +16,83 @@ from typing import Any
 
 from kebab_mlflow.errors import ConfigError, Problem
 from kebab_mlflow.names import MAX_K
+from kebab_mlflow.reading import Field
 
 BACKENDS = ("lexical", "dense", "hybrid", "random", "oracle")
+CHUNKER_MODES = ("structure", "document")
 # lexical.tokenizer (pipeline/text.py has the analyzers); auto = english unless the corpus is
 # mostly Korean, then multilingual
 TOKENIZERS = ("auto", "english", "korean", "cjk-bigram", "multilingual")
 KOREAN_INSTALL_HINT = ("install the optional extra: make setup, or pip install -e '.[korean]' "
                        "(kiwipiepy); or use lexical.tokenizer=cjk-bigram, which needs no model")
 
-DEFAULTS: dict[str, Any] = {
-    "backend": "lexical",
-    "top_k": None,  # cap on the hits a search returns; None = as many as asked for
-    "chunker": {"mode": "structure", "max_chars": 800, "overlap_chars": 100},
-    "bm25": {"k1": 0.9, "b": 0.4},
-    "lexical": {"tokenizer": "auto"},
-    "dense": {"model": "all-MiniLM-L6-v2", "batch_size": 32, "max_seq_length": None},
-    "hybrid": {"rrf_k": 60, "depth": 100},
-    # similarity: also measure the query–answer cosine with the dense model (a second signal
-    # for the calibrator; loads torch, so off by default)
-    # refuse_below None: the tokenizer's own gate (pipeline/answerer.py REFUSE_BELOW; english 0.5)
-    "answer": {"context_k": 3, "max_sentences": 1, "refuse_below": None, "calibrate": True,
-               "similarity": False},
-}
+def _setting(key: str, default: Any, kind: type, help: str, *, low: float | None = None,
+             high: float | None = None, choices: tuple[str, ...] | None = None) -> Field:
+    return Field(name=key, what=kind.__name__, types=(kind,), default=default, low=low,
+                 high=high, choices=choices, null=default is None, help=help)
+
+
+# Every setting once: its default, type, range (inclusive) or choices, and what it does.
+# DEFAULTS, NULLABLE_TYPES and RANGES derive from it; the pipeline's own defaults
+# (pipeline/chunker.py, answerer.py, backends/hybrid.py) are read from it.
+# Upper bounds keep the arithmetic finite and the arrays allocatable: bm25.k1=1e308 overflowed
+# the BM25 weights to inf and failed the run when its scores were written (issue 18); depths
+# stop at --k's own cap. A negative top_k or a NaN k1 used to make a run of zeros that
+# "finished": build_config refuses them before any run exists.
+SETTINGS: tuple[Field, ...] = (
+    _setting("backend", "lexical", str, "the retrieval backend", choices=BACKENDS),
+    _setting("top_k", None, int, "cap on the hits a search returns; None = as many as asked "
+             "for", low=1, high=MAX_K),
+    _setting("chunker.mode", "structure", str, "structure: split at headings and paragraphs; "
+             "document: one chunk per document", choices=CHUNKER_MODES),
+    _setting("chunker.max_chars", 800, int, "longest chunk, in characters", low=1, high=10**7),
+    _setting("chunker.overlap_chars", 100, int, "characters a chunk repeats of the one before",
+             low=0, high=10**7),
+    _setting("bm25.k1", 0.9, float, "BM25 term-frequency saturation", low=0, high=1000),
+    _setting("bm25.b", 0.4, float, "BM25 length normalization", low=0, high=1),
+    # auto = english unless the corpus is mostly Korean, then multilingual (pipeline/text.py)
+    _setting("lexical.tokenizer", "auto", str, "the lexical analyzer", choices=TOKENIZERS),
+    _setting("dense.model", "all-MiniLM-L6-v2", str, "the sentence-embedding model"),
+    _setting("dense.batch_size", 32, int, "texts embedded per batch", low=1, high=2**16),
+    _setting("dense.max_seq_length", None, int, "the model's token limit; None = its own",
+             low=1, high=2**16),
+    _setting("hybrid.rrf_k", 60, int, "reciprocal-rank fusion constant", low=0, high=10**6),
+    _setting("hybrid.depth", 100, int, "hits fused from each backend", low=1, high=MAX_K),
+    _setting("answer.context_k", 3, int, "hits the answer is drawn from", low=1, high=MAX_K),
+    _setting("answer.max_sentences", 1, int, "sentences an answer holds", low=1, high=10**4),
+    # None: the tokenizer's own gate (pipeline/answerer.py REFUSE_BELOW; english 0.5)
+    _setting("answer.refuse_below", None, float, "refuse below this evidence; None = the "
+             "tokenizer's own gate", low=0, high=1),
+    _setting("answer.calibrate", True, bool, "fit the answer calibrator"),
+    # a second signal for the calibrator; loads torch, so off by default
+    _setting("answer.similarity", False, bool, "also measure the query-answer cosine with the "
+             "dense model"),
+)
+SETTING = {s.name: s for s in SETTINGS}
+
+
+def _nested(settings: tuple[Field, ...]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for s in settings:
+        *parents, leaf = s.name.split(".")
+        node = out
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = s.default
+    return out
+
+
+def default(key: str) -> Any:
+    """The default of a setting (``chunker.max_chars`` → 800)."""
+    return SETTING[key].default
+
+
+DEFAULTS: dict[str, Any] = _nested(SETTINGS)
 # keys whose default is None but which take this type
-NULLABLE_TYPES: dict[str, type] = {"top_k": int, "dense.max_seq_length": int,
-                                   "answer.refuse_below": float}
+NULLABLE_TYPES: dict[str, type] = {s.name: s.types[0] for s in SETTINGS if s.default is None}
+# The values a numeric key may take: (lowest, highest), inclusive, None = unbounded.
+RANGES: dict[str, tuple[float | None, float | None]] = {
+    s.name: (s.low, s.high) for s in SETTINGS if s.low is not None or s.high is not None}
 
 PRESETS: dict[str, tuple[str, dict[str, Any]]] = {
     "naive_baseline": ("BM25 over structure-aware chunks, extractive answers", {}),
@@ -52,20 +104,6 @@ PRESETS: dict[str, tuple[str, dict[str, Any]]] = {
     "dense": ("sentence embeddings (all-MiniLM-L6-v2), exact inner product",
               {"backend": "dense"}),
     "hybrid": ("reciprocal-rank fusion of BM25 and dense", {"backend": "hybrid"}),
-}
-
-# The values a numeric key may take: (lowest, highest), inclusive, None = unbounded. Checked by
-# build_config, so `run`, `calibrate` and a sweep's up-front validation all refuse them before
-# any run exists (a negative top_k or a NaN k1 used to make a run of zeros that "finished").
-# Upper bounds keep the arithmetic finite and the arrays allocatable: bm25.k1=1e308 overflowed
-# the BM25 weights to inf and failed the run when its scores were written (issue 18); depths
-# stop at --k's own cap.
-RANGES: dict[str, tuple[float | None, float | None]] = {
-    "top_k": (1, MAX_K), "chunker.max_chars": (1, 10**7), "chunker.overlap_chars": (0, 10**7),
-    "bm25.k1": (0, 1000), "bm25.b": (0, 1), "dense.batch_size": (1, 2**16),
-    "dense.max_seq_length": (1, 2**16), "hybrid.rrf_k": (0, 10**6), "hybrid.depth": (1, MAX_K),
-    "answer.context_k": (1, MAX_K), "answer.max_sentences": (1, 10**4),
-    "answer.refuse_below": (0, 1),
 }
 
 # "token" but not "tokenizer" (lexical.tokenizer is a setting, not a secret)
@@ -107,17 +145,24 @@ def valid_keys() -> list[str]:
 
 
 def _apply(config: dict[str, Any], overrides: dict[str, Any], source: str) -> None:
-    flat_defaults = flatten(DEFAULTS)
+    """Each override checked against :data:`SETTINGS` and set; every problem raised at once,
+    a key's own at its option (``--set bm25.k1=abc``) when they come from the command line."""
     problems = []
+
+    def at(key: str | None) -> str:
+        if source == "--set" and key in overrides:
+            return f"--set {key}={overrides[key]}"
+        return source
+
     for key, raw in overrides.items():
-        if key not in flat_defaults:
+        if key not in SETTING:
             problems.append(Problem(f"unknown config key {key!r}; valid keys: "
-                                    f"{', '.join(valid_keys())}", source))
+                                    f"{', '.join(valid_keys())}", at(key)))
             continue
         try:
-            value = _coerce(key, raw, flat_defaults[key])
+            value = _coerce(key, raw, SETTING[key].default)
         except ValueError as exc:
-            problems.append(Problem(f"{key}: {exc}", source))
+            problems.append(Problem(f"{key}: {exc}", at(key)))
             continue
         node = config
         *parents, leaf = key.split(".")
@@ -126,11 +171,13 @@ def _apply(config: dict[str, Any], overrides: dict[str, Any], source: str) -> No
         node[leaf] = value
     if config.get("backend") not in BACKENDS:
         problems.append(Problem(f"unknown backend {config.get('backend')!r}; valid: "
-                                f"{', '.join(BACKENDS)}", source))
-    if config["chunker"]["mode"] not in ("structure", "document"):
-        problems.append(Problem("chunker.mode must be 'structure' or 'document'", source))
-    problems += [Problem(message, source) for message in _tokenizer_problems(config)]
-    problems += [Problem(message, source) for message in _out_of_range(flatten(config))]
+                                f"{', '.join(BACKENDS)}", at("backend")))
+    if config["chunker"]["mode"] not in CHUNKER_MODES:
+        problems.append(Problem("chunker.mode must be 'structure' or 'document'",
+                                at("chunker.mode")))
+    problems += [Problem(message, at("lexical.tokenizer"))
+                 for message in _tokenizer_problems(config)]
+    problems += [Problem(message, at(key)) for key, message in _out_of_range(flatten(config))]
     if problems:
         raise ConfigError("invalid configuration", problems)
 
@@ -151,8 +198,9 @@ def _kiwi_installed() -> bool:
     return importlib.util.find_spec("kiwipiepy") is not None
 
 
-def _out_of_range(flat: dict[str, Any]) -> list[str]:
-    out = []
+def _out_of_range(flat: dict[str, Any]) -> list[tuple[str | None, str]]:
+    """(the key, the problem) of every value out of its range; None: of two keys at once."""
+    out: list[tuple[str | None, str]] = []
     for key, (low, high) in RANGES.items():
         value = flat[key]
         if value is None:  # only the nullable keys (NULLABLE_TYPES) can be
@@ -163,10 +211,10 @@ def _out_of_range(flat: dict[str, Any]) -> list[str]:
                 (low is not None and value < low) or \
                 (high is not None and value > high):
             shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "…"
-            out.append(f"{key} must be {bounds}, got {shown}")
+            out.append((key, f"{key} must be {bounds}, got {shown}"))
     if flat["chunker.overlap_chars"] >= flat["chunker.max_chars"] >= 1:
-        out.append(f"chunker.overlap_chars ({flat['chunker.overlap_chars']}) must be less than "
-                   f"chunker.max_chars ({flat['chunker.max_chars']})")
+        out.append((None, f"chunker.overlap_chars ({flat['chunker.overlap_chars']}) must be "
+                          f"less than chunker.max_chars ({flat['chunker.max_chars']})"))
     return out
 
 

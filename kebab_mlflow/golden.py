@@ -20,37 +20,68 @@ from typing import Any
 from kebab_mlflow import names
 from kebab_mlflow.errors import GoldenSetError, Problem
 from kebab_mlflow.evidence.spec import EvidenceSpan, parse_evidence
+from kebab_mlflow.reading import Field, Messages, Reader, table
 from kebab_mlflow.yaml_source import child, location, parse, sequence_items
 
 DEFAULT_METADATA_FIELDS = ("agency", "project", "budget", "deadline")
 MAX_GRADE = 2**31 - 1
 QUERY_TYPES = ("single_doc", "comparison", "follow_up", "abstention")
-TOP_LEVEL_KEYS = {"name", "private", "metadata_fields", "case_insensitive", "description",
-                  "primary_metric", "queries", "corpus"}
 
-# key -> (accepted python types, human type name)
-_STR = ((str,), "a string")
+def _field(name: str, types: tuple[type, ...], what: str, help: str, **more: Any) -> Field:
+    return Field(name=name, types=types, what=what, help=help, **more)
+
+
+_LIST = ((list,), "a list of strings")
 _BOOL = ((bool,), "true/false")
-_STR_LIST = ((list,), "a list of strings")
-QUERY_FIELDS: dict[str, tuple[tuple[type, ...], str]] = {
-    "id": ((str, int), "a string"),
-    "query": _STR,
-    "expected_chunk_ids": _STR_LIST,
-    "expected_doc_ids": ((list, dict), "a list of doc ids or a mapping doc id -> grade"),
-    "must_contain": _STR_LIST,
-    "forbidden": _STR_LIST,
-    "ask": _BOOL,
-    "answerable": _BOOL,
-    "case_insensitive": _BOOL,
-    "query_type": _STR,
-    "hardcase_categories": _STR_LIST,
-    "metadata_field": _STR,
-    "group": ((str, int), "a string"),
-    "difficulty": ((str, int), "a string"),
-    "lang": _STR,
-    "evidence": ((list,), "a list of {doc, quote} or {doc, start, end} entries"),
-}
+_TEXT = ((str, int), "a string")  # a number is read as its text
+# A query's keys. Null is the same as absent; a problem is "'<key>' must be <what>, got
+# <type>" at the key's line, with the query's id.
+QUERY_MESSAGES = Messages(bad="{name!r} must be {what}, got {type}",
+                          bad_items="{name!r} must be {what}", empty="{name!r} is empty",
+                          missing="missing required key {name!r}", unknown="unknown key {key!r}",
+                          null_absent=True)
+QUERY_FIELDS = table((
+    _field("id", *_TEXT, "the query's id, unique in the file", required=True, nonblank=True),
+    _field("query", (str,), "a string", "the query text", required=True, nonblank=True),
+    _field("expected_chunk_ids", *_LIST, "the relevant chunks", items=(str,)),
+    _field("expected_doc_ids", (list, dict), "a list of doc ids or a mapping doc id -> grade",
+           "the relevant documents (a list: grade 1 each)"),
+    _field("must_contain", *_LIST, "strings a correct answer contains", items=(str,)),
+    _field("forbidden", *_LIST, "strings a correct answer must not contain", items=(str,)),
+    _field("ask", *_BOOL, "whether the query is answered too", default=False),
+    _field("answerable", *_BOOL, "false: the right answer is a refusal", default=True),
+    _field("case_insensitive", *_BOOL, "must_contain / forbidden ignore case (default: the "
+           "file's)"),
+    _field("query_type", (str,), "a string", f"one of {', '.join(QUERY_TYPES)}"),
+    _field("hardcase_categories", *_LIST, "the hard cases the query is in", items=(str,)),
+    _field("metadata_field", (str,), "a string", "one of the file's metadata_fields"),
+    _field("group", *_TEXT, "queries of a group share their expected_doc_ids"),
+    _field("difficulty", *_TEXT, "a free label"),
+    _field("lang", (str,), "a string", "the query's language"),
+    _field("evidence", (list,), "a list of {doc, quote} or {doc, start, end} entries",
+           "text spans that answer the query (kebab_mlflow/evidence/)"),
+))
 _QUERY_KEYS = set(QUERY_FIELDS)
+
+# The file's top level (or a bare list of queries): "'<key>' must be <type>" at the key's line.
+TOP_MESSAGES = Messages(bad="{name!r} must be {what}",
+                        missing="missing required top-level key {name!r}")
+TOP_FIELDS = table((
+    _field("name", (str,), "str", "the set's name (default: the file's stem)"),
+    _field("private", (bool,), "bool", "queries' text is kept out of MLflow", default=False),
+    _field("metadata_fields", (list,), "a list of strings", "the breakdown fields a query's "
+           "metadata_field names", items=(str,), default=DEFAULT_METADATA_FIELDS,
+           message="metadata_fields must be a list of strings"),
+    _field("case_insensitive", (bool,), "bool", "every query's default", default=False),
+    _field("description", (str,), "str", "what the set is", default=""),
+    _field("primary_metric", (str,), "a metric name", "the metric compare decides on", null=True,
+           check=re.compile(r"[a-z][a-z0-9_]*").fullmatch,
+           message="'primary_metric' must be a metric name such as ndcg_at_10_doc"),
+    _field("queries", (list,), "a list", "the queries", required=True),
+    _field("corpus", (str,), "str", "the corpus, relative to the file (import-beir writes it)",
+           default=""),
+))
+TOP_LEVEL_KEYS = set(TOP_FIELDS)
 
 
 class SliceKey(enum.StrEnum):
@@ -223,35 +254,20 @@ def _header(data: Any, node: Any, source: str, at: Callable[[Any], str],
     if not isinstance(data, dict):
         raise GoldenSetError("invalid golden set", [Problem(
             "top level must be a mapping with 'queries' or a list of queries", at(node))])
-    for key in sorted(set(map(str, data)) - TOP_LEVEL_KEYS):
-        problems.append(Problem(f"unknown top-level key {key!r} (known: "
-                                f"{', '.join(sorted(TOP_LEVEL_KEYS))})", at(child(node, key))))
-    mf = data.get("metadata_fields", list(DEFAULT_METADATA_FIELDS))
-    if isinstance(mf, list) and all(isinstance(x, str) for x in mf):
-        metadata_fields = tuple(mf)
-    else:
-        metadata_fields = DEFAULT_METADATA_FIELDS
-        problems.append(Problem("metadata_fields must be a list of strings",
-                                at(child(node, "metadata_fields"))))
-    corpus = ""
-    if "corpus" in data:  # where the corpus is, relative to this file (import-beir writes it)
-        corpus = _top(data, "corpus", str, "", problems, at, node)
-        corpus = str(Path(source).parent / corpus) if corpus else ""
-    header = _Header(name=_top(data, "name", str, Path(source).stem, problems, at, node),
-                     private=_top(data, "private", bool, False, problems, at, node),
-                     case_insensitive=_top(data, "case_insensitive", bool, False, problems, at,
-                                           node),
-                     description=_top(data, "description", str, "", problems, at, node),
+    r = Reader(data, node, source, TOP_MESSAGES, problems=problems)
+    r.unknown_keys(TOP_LEVEL_KEYS)
+    f = TOP_FIELDS
+    metadata_fields = tuple(r.value(f["metadata_fields"]))
+    corpus = r.value(f["corpus"])  # where the corpus is, relative to this file
+    header = _Header(name=r.value(f["name"], Path(source).stem),
+                     private=r.value(f["private"]),
+                     case_insensitive=r.value(f["case_insensitive"]),
+                     description=r.value(f["description"]),
                      metadata_fields=metadata_fields,
-                     corpus=corpus, primary_metric=_primary_metric(data, node, at, problems))
-    queries, queries_node = data.get("queries"), child(node, "queries")
-    if queries is None:
-        problems.append(Problem("missing required top-level key 'queries'", at(node)))
-        queries = []
-    elif not isinstance(queries, list):
-        problems.append(Problem("'queries' must be a list", at(queries_node)))
-        queries = []
-    return header, queries, queries_node
+                     corpus=str(Path(source).parent / corpus) if corpus else "",
+                     primary_metric=r.value(f["primary_metric"]))
+    queries = r.value(f["queries"], [])
+    return header, queries, child(node, "queries")
 
 
 def _parse_queries(queries: list[Any], item_nodes: list[Any], header: _Header,
@@ -281,28 +297,6 @@ def _parse_queries(queries: list[Any], item_nodes: list[Any], header: _Header,
     return parsed, identities
 
 
-def _primary_metric(data: dict[str, Any], node: Any, at: Callable[[Any], str],
-                    problems: list[Problem]) -> str | None:
-    """The metric compare decides on, when the file names one (checked against the registry
-    when a run starts: the cut-offs decide which names exist)."""
-    value = data.get("primary_metric")
-    if value is None or (isinstance(value, str) and re.fullmatch(r"[a-z][a-z0-9_]*", value)):
-        return value
-    problems.append(Problem("'primary_metric' must be a metric name such as ndcg_at_10_doc",
-                            at(child(node, "primary_metric"))))
-    return None
-
-
-def _top(data: dict[str, Any], key: str, typ: type, default: Any, problems: list[Problem],
-         at: Callable[[Any], str], node: Any) -> Any:
-    value = data.get(key, default)
-    if value is None or not isinstance(value, typ):
-        problems.append(Problem(f"'{key}' must be {typ.__name__}",
-                                at(child(node, key))))
-        return default
-    return value
-
-
 def _parse_query(item: Any, node: Any, index: int, at: Callable[[Any], str],
                  problems: list[Problem], metadata_fields: tuple[str, ...],
                  file_ci: bool) -> GoldenQuery | None:
@@ -312,27 +306,12 @@ def _parse_query(item: Any, node: Any, index: int, at: Callable[[Any], str],
     qid = item.get("id")
     qid_str = str(qid) if isinstance(qid, (str, int)) and not isinstance(qid, bool) else None
     before = len(problems)
+    r = Reader(item, node, at(None), QUERY_MESSAGES, query_id=qid_str, problems=problems)
+    r.unknown_keys(_QUERY_KEYS)
+    r.values(QUERY_FIELDS, required_first=True)
 
     def bad(message: str, key: str | None = None) -> None:
-        loc = at(child(node, key)) if key else at(node)
-        problems.append(Problem(message, loc, qid_str))
-
-    if not item.keys() <= _QUERY_KEYS:
-        for key in sorted(set(map(str, item)) - _QUERY_KEYS):
-            bad(f"unknown key {key!r}", key)
-    for key in ("id", "query"):
-        if key not in item or item[key] is None:
-            bad(f"missing required key {key!r}")
-        elif isinstance(item[key], str) and not item[key].strip():
-            bad(f"{key!r} is empty", key)
-    for key, (types, type_name) in QUERY_FIELDS.items():
-        value = item.get(key)
-        if value is None:
-            continue
-        if isinstance(value, bool) and bool not in types or not isinstance(value, types):
-            bad(f"{key!r} must be {type_name}, got {type(value).__name__}", key)
-        elif type_name == "a list of strings" and not all(isinstance(x, str) for x in item[key]):
-            bad(f"{key!r} must be a list of strings", key)
+        r.problem(message, key)
 
     doc_ids = _doc_grades(item.get("expected_doc_ids"), bad)
     evidence = _evidence(item, node, at, problems, qid_str, doc_ids)

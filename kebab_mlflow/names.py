@@ -32,6 +32,8 @@ MAX_EXPERIMENT_NAME = 500
 #: The deepest retrieval depth (``--k``) accepted: per-query scores and hit lists are arrays of
 #: this size; 3,000,000 ran out of memory (issue 18).
 MAX_K = 10_000
+#: The retrieval depth when none is given (a sweep's or tune file's ``k``).
+DEFAULT_K = 10
 #: The longest metric name any run logs: the cut-offs are 1, 3, 5, 10 and k ≤ MAX_K (a set with
 #: evidence spans logs evidence_precision_at_k, kebab_mlflow/evidence/resolve.py).
 LONGEST_METRIC = f"evidence_precision_at_{MAX_K}"

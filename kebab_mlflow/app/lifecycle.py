@@ -13,14 +13,18 @@ FINISHED stays FINISHED. The use case ends its run FINISHED itself, when it has 
 from __future__ import annotations
 
 import contextlib
+import json
+import math
 import shutil
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast
 
-from kebab_mlflow.errors import RunInterrupted
+from kebab_mlflow import names
+from kebab_mlflow.errors import InputError, Problem, RunInterrupted
 from kebab_mlflow.interrupts import signals_deferred, sigterm_as_interrupt
+from kebab_mlflow.reading import Field, Messages, Reader, json_lines
 from kebab_mlflow.vocabulary import RunStatus
 
 if TYPE_CHECKING:  # the caller opens the store
@@ -138,3 +142,77 @@ def end_running_children(tracker: Tracker, parent_id: str, status: str, *,
     except Exception:  # noqa: BLE001 - the store may be what failed
         pass
     return ended
+
+
+class Manifest(TypedDict):
+    """``manifest.json`` of a work folder: what ``app.run.publish`` logs (:func:`read_manifest`
+    checks it against :data:`MANIFEST_FIELDS`)."""
+
+    run_id: str
+    experiment_id: str
+    tracking_uri: str
+    metrics: dict[str, float]
+    tags: dict[str, str]
+    description: str
+    dataset: dict[str, Any]  # tracking.layout.golden_dataset
+    model: NotRequired[dict[str, Any] | None]  # tracking.layout.pipeline_model; older: absent
+    traces: NotRequired[int]
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _dataset_ok(value: dict[str, Any]) -> bool:
+    return all(isinstance(value.get(k), str) for k in ("name", "digest")) and isinstance(
+        value.get("tags"), dict)
+
+
+# every manifest problem reads "'<key>' must <what>", whether the key is missing or bad
+_SAY = "'{name}' must {what}"
+MANIFEST_MESSAGES = Messages(bad=_SAY, missing=_SAY)
+MANIFEST_FIELDS = (
+    *(Field(name=key, what="be a non-empty string", types=(str,), required=True,
+            nonempty=True, help=text) for key, text in (
+                ("run_id", "the run it publishes"), ("experiment_id", "the run's experiment"),
+                ("tracking_uri", "the store, without credentials"))),
+    Field(name="description", what="be a non-empty string", types=(str,), required=True,
+          help="the run's note (may be empty)"),
+    Field(name="metrics", what="map names to finite numbers", types=(dict,), required=True,
+          check=lambda v: all(map(_finite, v.values())), help="the headline metrics"),
+    Field(name="tags", what="map names to strings", types=(dict,), required=True,
+          items=(str,), help="the run's tags"),
+    Field(name="dataset", what="hold 'name', 'digest' and 'tags'", types=(dict,),
+          required=True, check=_dataset_ok, help="the golden set as an MLflow dataset"),
+)
+
+
+def read_manifest(folder: Path) -> Manifest:
+    """A recovery folder's manifest, checked: every problem at once, each at its line."""
+    path = folder / MANIFEST
+    try:
+        text = path.read_text(encoding="utf-8")
+        data = json.loads(text)
+    except OSError as exc:
+        raise InputError(f"{folder} is not a recovery folder (cannot read {MANIFEST}: "
+                         f"{exc.strerror})") from None
+    except (ValueError, RecursionError) as exc:
+        why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise InputError(f"{path} is not a recovery manifest",
+                         [Problem(f"not JSON: {why}", str(path))]) from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path} is not a usable recovery manifest",
+                         [Problem("not a JSON object", str(path))])
+    r = Reader(data, json_lines(text), str(path), MANIFEST_MESSAGES)
+    *fields, dataset_field = MANIFEST_FIELDS
+    got = r.values(fields)
+    metrics, tags = got["metrics"] or {}, got["tags"] or {}
+    for key in (*metrics, *tags):
+        if bad_key := names.key_problem(key):
+            r.problem(f"key {key!r}: {bad_key}", "metrics" if key in metrics else "tags")
+    dataset = r.value(dataset_field)
+    if dataset is not None and (too_long := names.length_problem(
+            "the dataset name", dataset["name"], names.MAX_DATASET_NAME)):
+        r.problem(too_long, "dataset")
+    r.raise_problems(InputError, f"{path} is not a usable recovery manifest")
+    return cast(Manifest, data)  # json.loads gives Any; MANIFEST_FIELDS checked the shape

@@ -11,22 +11,27 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast
+from typing import TYPE_CHECKING, Any
 
 from kebab_mlflow import names
 from kebab_mlflow import vocabulary as vocab
-from kebab_mlflow.app.lifecycle import MANIFEST, Lifecycle, keep_for_recovery, run_lifecycle
+from kebab_mlflow.app.lifecycle import (
+    MANIFEST,
+    Lifecycle,
+    Manifest,
+    keep_for_recovery,
+    read_manifest,
+    run_lifecycle,
+)
 from kebab_mlflow.config import build_config
 from kebab_mlflow.errors import (
     ConfigError,
-    InputError,
     KebabError,
     Problem,
     TrackingError,
@@ -327,20 +332,6 @@ class Publishing:
     chunk_text: Mapping[str, str] | None = None  # chunk id -> text, for the traces' documents
 
 
-class Manifest(TypedDict):
-    """``manifest.json`` of a work folder: what :func:`publish` logs (read_manifest checks it)."""
-
-    run_id: str
-    experiment_id: str
-    tracking_uri: str
-    metrics: dict[str, float]
-    tags: dict[str, str]
-    description: str
-    dataset: dict[str, Any]  # tracking.layout.golden_dataset
-    model: NotRequired[dict[str, Any] | None]  # tracking.layout.pipeline_model; older: absent
-    traces: NotRequired[int]
-
-
 def finish_run(tracker: Tracker, run_id: str, experiment_id: str, result: EvalResult,
                workdir: Path, title: str,
                publishing: Publishing = Publishing()) -> dict[str, float]:
@@ -475,50 +466,5 @@ def upload(folder: Path, tracking_uri: str | None = None) -> str:
                             f"{type(exc).__name__}: {first[:300]}") from None
     shutil.rmtree(folder)
     return manifest["run_id"]
-
-
-def read_manifest(folder: Path) -> Manifest:
-    """A recovery folder's manifest, checked: every problem at once, with where it is."""
-    path = folder / MANIFEST
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(f"{folder} is not a recovery folder (cannot read {MANIFEST}: "
-                         f"{exc.strerror})") from None
-    except (ValueError, RecursionError) as exc:
-        why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
-        raise InputError(f"{path} is not a recovery manifest",
-                         [Problem(f"not JSON: {why}", str(path))]) from None
-    problems = _manifest_problems(data)
-    if problems:
-        raise InputError(f"{path} is not a usable recovery manifest",
-                         [Problem(p, str(path)) for p in problems])
-    return cast(Manifest, data)  # json.loads gives Any; _manifest_problems checked the shape
-
-
-def _manifest_problems(data: Any) -> list[str]:
-    if not isinstance(data, dict):
-        return ["not a JSON object"]
-    out = [f"'{k}' must be a non-empty string" for k in ("run_id", "experiment_id",
-                                                        "tracking_uri", "description")
-           if not isinstance(data.get(k), str) or not data[k] and k != "description"]
-    metrics, tags, ds = data.get("metrics"), data.get("tags"), data.get("dataset")
-    if not isinstance(metrics, dict) or not all(
-            isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-            for v in metrics.values()):
-        out.append("'metrics' must map names to finite numbers")
-        metrics = {}
-    if not isinstance(tags, dict) or not all(isinstance(v, str) for v in tags.values()):
-        out.append("'tags' must map names to strings")
-        tags = {}
-    out += [f"key {k!r}: {why}" for k in [*metrics, *tags] if (why := names.key_problem(k))]
-    if not isinstance(ds, dict) or not all(isinstance(ds.get(k), str) for k in ("name",
-                                                                                 "digest")) \
-            or not isinstance(ds.get("tags"), dict):
-        out.append("'dataset' must hold 'name', 'digest' and 'tags'")
-    else:
-        out += [why for why in (names.length_problem("the dataset name", ds["name"],
-                                                     names.MAX_DATASET_NAME),) if why]
-    return out
 
 

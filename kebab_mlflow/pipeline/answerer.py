@@ -112,6 +112,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from kebab_mlflow.config import default
 from kebab_mlflow.pipeline.text import SENTENCE_END, text_units, tokenize
 from kebab_mlflow.records import Answer, Hit
 
@@ -198,9 +199,9 @@ def answerer_version(tokenizer: str) -> str:
 
 @dataclass(frozen=True, kw_only=True)
 class AnswererConfig:
-    context_k: int = 3
-    max_sentences: int = 1
-    refuse_below: float = 0.5
+    context_k: int = default("answer.context_k")  # the configuration's (config.SETTINGS)
+    max_sentences: int = default("answer.max_sentences")
+    refuse_below: float = REFUSE_BELOW["english"]
     gate: GateModel | None = None  # None: refuse when the best evidence is below refuse_below
 
 

@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from kebab_mlflow import progress
+from kebab_mlflow.config import default
 from kebab_mlflow.pipeline.corpus import Corpus, Document
 from kebab_mlflow.pipeline.text import split_sentences
 
@@ -31,9 +32,10 @@ HEADING_RE = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 
 @dataclass(frozen=True)
 class ChunkerConfig:
-    mode: str = "structure"  # structure | document
-    max_chars: int = 800
-    overlap_chars: int = 100
+    # the defaults are the configuration's (config.SETTINGS), written once
+    mode: str = default("chunker.mode")  # structure | document
+    max_chars: int = default("chunker.max_chars")
+    overlap_chars: int = default("chunker.overlap_chars")
 
 
 @dataclass(frozen=True)

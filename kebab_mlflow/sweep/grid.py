@@ -100,7 +100,7 @@ def _check_key(key: Any, values: Any, nodes: list[Any], source: str, row: str, p
                problems: list[Problem]) -> None:
     """One grid key: a config key the row does not set itself, with a non-empty list of
     distinct scalar values, each of which is a valid setting."""
-    from kebab_mlflow.config import build_config, flatten
+    from kebab_mlflow.config import SETTING, build_config, flatten
 
     where = location(source, nodes[0] if nodes else None)
     if key in explicit:
@@ -120,8 +120,8 @@ def _check_key(key: Any, values: Any, nodes: list[Any], source: str, row: str, p
                                   source=f"{at} row {row} grid")
         except ConfigError as exc:
             problems.extend(exc.problems or [Problem(f"row {row}: {exc.summary}", at)])
-            if any("unknown config key" in p.message for p in exc.problems):
-                return  # the same message for every value would say nothing more
+            if key not in SETTING:  # the same unknown key for every value says nothing more
+                return
             continue
         typed = flatten(config)[key]
         if typed in seen:

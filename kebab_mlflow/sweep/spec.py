@@ -8,7 +8,7 @@ import dataclasses
 import enum
 import hashlib
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeGuard
@@ -18,6 +18,7 @@ import numpy as np
 from kebab_mlflow import names
 from kebab_mlflow import vocabulary as vocab
 from kebab_mlflow.errors import ConfigError, Problem, SweepError, TargetError
+from kebab_mlflow.reading import Field, Messages, Reader, table
 from kebab_mlflow.stats.gauge import GaugeMetric
 from kebab_mlflow.sweep.executors import EXECUTOR_RULE, is_executor
 from kebab_mlflow.vocabulary import RunStatus
@@ -41,12 +42,74 @@ DEFAULT_RESAMPLES = 2000
 MAX_RESAMPLES = 100_000
 
 
-TOP_LEVEL_KEYS = {"name", "description", "experiment", "golden", "corpus", "k", "set",
-                  "primary", "floors", "ceiling", "gauge_metrics", "resamples", "seed", "rows",
-                  "cutoffs", "executor"}
+def _path(name: str, help: str) -> Field:
+    return Field(name=name, what="a path", types=(str,), required=True, nonblank=True,
+                 message=(path := "missing or empty '{name}' (a path, relative to the sweep "
+                          "file)"), missing=path, help=help)
 
 
-ROW_KEYS = {"name", "preset", "k", "set", "target", "concurrency", "cutoffs", "ask", "grid"}
+def _names(name: str, what: str, help: str, **more: Any) -> Field:
+    """A list of names (rows, metrics)."""
+    return Field(name=name, what=what, types=(list,), items=(str,), nonblank=True, help=help,
+                 **more)
+
+
+# The sweep file's top level ('{name}' must be {what}, got {value}, at the key's line); rows,
+# cutoffs and executor are read by their own checks below.
+SWEEP_FIELDS = table((
+    Field(name="name", what="a string", types=(str,), nonblank=True,
+          help="the parent run's name (default: the file's stem)"),
+    Field(name="description", what="a string", types=(str,), default="",
+          help="the parent run's description"),
+    Field(name="experiment", what="a string", types=(str,), nonblank=True,
+          help="the MLflow experiment (default: --experiment's)"),
+    _path("golden", "the golden set"),
+    _path("corpus", "the corpus folder"),
+    Field(name="k", what="an integer >= 1", types=(int,), low=1, default=names.DEFAULT_K,
+          help="every row's retrieval depth unless the row sets its own"),
+    Field(name="set", what="a mapping of config keys", types=(dict,), default={},
+          help="config overrides of every row"),
+    Field(name="primary", what="a row name", types=(str,), nonblank=True,
+          help="the row the gauge is about (default: the first)"),
+    _names("floors", "a list of row names", "rows (or presets) the primary must beat",
+           default=DEFAULT_FLOORS),
+    Field(name="ceiling", what="a row name or null", types=(str,), nonblank=True, null=True,
+          help="the row (or preset) of the best achievable"),
+    _names("gauge_metrics", "a non-empty list of metric names", "the gauge's metrics "
+           "(default: by the golden set's truth)", nonempty=True),
+    Field(name="resamples", what="an integer >= 100", types=(int,), low=100,
+          default=DEFAULT_RESAMPLES, help="bootstrap resamples of the gauge"),
+    Field(name="seed", what="an integer >= 0", types=(int,), low=0, default=0,
+          help="the gauge's seed"),
+    Field(name="rows", what="a non-empty list of rows", help="the rows"),
+    Field(name="cutoffs", what="cut-offs", help="metric cut-offs of every row"),
+    Field(name="executor", what="local, dask or dask:ADDRESS", default="local",
+          help="where the rows run"),
+))
+TOP_LEVEL_KEYS = set(SWEEP_FIELDS)
+
+# A row's settings: each problem at the row's line, "row <name>: " before it.
+ROW_MESSAGES = Messages(bad="'{name}' must be {what}, got {value}")
+ROW_FIELDS = table((
+    Field(name="name", what="1-100 characters of letters, digits, '_', '.', '-'",
+          help="the row's name (an MLflow key part)"),
+    Field(name="preset", what="a string", types=(str,), default="naive_baseline",
+          message="'preset' must be a string", help="the row's preset"),
+    Field(name="k", what="an integer >= 1", types=(int,), low=1, help="the row's depth"),
+    Field(name="set", what="a mapping of config keys", types=(dict,), default={},
+          message="'set' must be a mapping of config keys", help="the row's config overrides"),
+    Field(name="target", what="a target spec string (python:..., http://..., cmd:...)",
+          types=(str,), nonblank=True, null=True, message="'target' must be {what}",
+          help="evaluate another system in this row"),
+    Field(name="concurrency", what="an integer >= 1", types=(int,), low=1, default=1,
+          message="'concurrency' must be {what}", help="parallel queries of a target"),
+    Field(name="cutoffs", what="cut-offs", help="the row's metric cut-offs"),
+    Field(name="ask", what="true or false", types=(bool,), null=True,
+          help="answer every query / none (default: each query's own ask)"),
+    Field(name="grid", what="a mapping of config key -> list of values",
+          help="expand into one row per combination (sweep/grid.py)"),
+))
+ROW_KEYS = set(ROW_FIELDS)
 
 
 ROW_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,100}$")
@@ -136,28 +199,6 @@ def load_sweep(path: str | Path) -> SweepSpec:
     return check_publishable(spec, data, node)
 
 
-class FileReader:
-    """A YAML input's top-level mapping with its nodes (the sweep file, the tune file): typed
-    reads, locations, and the one list of problems every check appends to."""
-
-    def __init__(self, data: dict[str, Any], node: Any, source: str):
-        self.data, self.node, self.source = data, node, source
-        self.problems: list[Problem] = []
-
-    def where(self, key: str) -> str:
-        return location(self.source, child(self.node, key) or self.node)
-
-    def problem(self, message: str, key: str) -> None:
-        self.problems.append(Problem(message, self.where(key)))
-
-    def typed(self, key: str, check: Callable[[Any], bool], what: str, default: Any) -> Any:
-        value = self.data.get(key, default)
-        if key in self.data and not check(value):
-            self.problem(f"'{key}' must be {what}, got {value!r}", key)
-            return default
-        return value
-
-
 def is_str(value: Any) -> TypeGuard[str]:
     return isinstance(value, str) and value.strip() != ""
 
@@ -185,40 +226,27 @@ class _TopLevel:
     corpus: Path | None
 
 
-def _top_level(r: FileReader, base: Path) -> _TopLevel:
-    for key in sorted(set(map(str, r.data)) - TOP_LEVEL_KEYS):
-        r.problem(f"unknown top-level key {key!r} (known: {', '.join(sorted(TOP_LEVEL_KEYS))})",
-                  key)
+def _top_level(r: Reader, base: Path) -> _TopLevel:
+    r.unknown_keys(TOP_LEVEL_KEYS)
+    f = SWEEP_FIELDS
     paths: dict[str, Path | None] = {}
     for key in ("golden", "corpus"):
-        value = r.data.get(key)
-        paths[key] = resolve_path(base, value) if is_str(value) else None
-        if paths[key] is None:
-            r.problem(f"missing or empty '{key}' (a path, relative to the sweep file)", key)
-    floors = r.typed("floors", is_str_list, "a list of row names", list(DEFAULT_FLOORS))
+        value = r.value(f[key])
+        paths[key] = resolve_path(base, value) if value is not None else None
+    floors = list(r.value(f["floors"]))
     if not floors:
         r.problem("'floors' must name at least one row: a gauge without a floor measures "
                   "nothing", "floors")
     return _TopLevel(
-        name=r.typed("name", is_str, "a string", Path(r.source).stem),
-        description=r.typed("description", lambda v: isinstance(v, str), "a string", ""),
-        experiment=r.typed("experiment", is_str, "a string", None),
-        k=r.typed("k", lambda v: is_int(v) and v >= 1, "an integer >= 1", 10),
-        shared=r.typed("set", lambda v: isinstance(v, dict), "a mapping of config keys", {}),
-        resamples=r.typed("resamples", lambda v: is_int(v) and v >= 100, "an integer >= 100",
-                          DEFAULT_RESAMPLES),
-        seed=r.typed("seed", lambda v: is_int(v) and v >= 0, "an integer >= 0", 0),
-        floors=floors,
-        ceiling=r.typed("ceiling", lambda v: v is None or is_str(v), "a row name or null",
-                        None),
-        primary=r.typed("primary", is_str, "a row name", None),
-        gauge=r.typed("gauge_metrics", lambda v: is_str_list(v) and v,
-                      "a non-empty list of metric names", None),
-        golden=paths["golden"], corpus=paths["corpus"])
+        name=r.value(f["name"], Path(r.source).stem), description=r.value(f["description"]),
+        experiment=r.value(f["experiment"]), k=r.value(f["k"]),
+        shared=r.value(f["set"]), resamples=r.value(f["resamples"]), seed=r.value(f["seed"]),
+        floors=floors, ceiling=r.value(f["ceiling"]), primary=r.value(f["primary"]),
+        gauge=r.value(f["gauge_metrics"]), golden=paths["golden"], corpus=paths["corpus"])
 
 
 def _build(data: dict[str, Any], node: Any, source: str, base: Path, sha256: str) -> SweepSpec:
-    r = FileReader(data, node, source)
+    r = Reader(data, node, source)
     top = _top_level(r, base)
     rows = _rows(data.get("rows"), child(node, "rows"), source, top.shared, top.k,
                  r.problems, r.where("rows"))
@@ -249,7 +277,7 @@ def _build(data: dict[str, Any], node: Any, source: str, base: Path, sha256: str
                      corpus_sha256=corpus_digest or "")
 
 
-def _implicit_rows(r: FileReader, top: _TopLevel, names: list[str]) -> list[SweepRow]:
+def _implicit_rows(r: Reader, top: _TopLevel, names: list[str]) -> list[SweepRow]:
     """Floors and a ceiling that name a preset but no row get an implicit row of it."""
     from kebab_mlflow.config import PRESETS, build_config
 
@@ -271,7 +299,7 @@ def _implicit_rows(r: FileReader, top: _TopLevel, names: list[str]) -> list[Swee
     return rows
 
 
-def _check_roles(r: FileReader, top: _TopLevel, names: list[str]) -> str | None:
+def _check_roles(r: Reader, top: _TopLevel, names: list[str]) -> str | None:
     """The primary row (the first row by default); problems with the roles are appended."""
     primary = top.primary if top.primary is not None else (names[0] if names else None)
     if primary is not None and primary not in names:
@@ -423,31 +451,24 @@ def _inline(item: Mapping[str, Any]) -> dict[str, Any]:
 def _row_settings(item: Mapping[str, Any], name: str, loc: str, shared: Mapping[str, Any],
                   default_k: int, problems: list[Problem]) -> tuple[Any, ...]:
     """(preset or None, k, overrides, target, concurrency) of a row; problems appended."""
-    preset = item.get("preset", "naive_baseline")
-    if not isinstance(preset, str):
-        problems.append(Problem(f"row {name}: 'preset' must be a string", loc))
+    r = Reader(item, None, loc, ROW_MESSAGES, prefix=f"row {name}: ", problems=problems)
+    f = ROW_FIELDS
+    count = len(problems)
+    preset = r.value(f["preset"])
+    if len(problems) > count:
         preset = None
-    k = item.get("k", default_k)
-    if not is_int(k) or k < 1:
-        problems.append(Problem(f"row {name}: 'k' must be an integer >= 1, got {k!r}", loc))
-        k = default_k
-    row_set = item.get("set", {})
-    if not isinstance(row_set, dict):
-        problems.append(Problem(f"row {name}: 'set' must be a mapping of config keys", loc))
-        row_set = {}
-    target, concurrency = item.get("target"), item.get("concurrency", 1)
-    if target is not None and not is_str(target):
-        problems.append(Problem(f"row {name}: 'target' must be a target spec string "
-                                "(python:..., http://..., cmd:...)", loc))
-    elif target is not None:
+    k = r.value(f["k"], default_k)
+    row_set = r.value(f["set"])
+    count = len(problems)
+    target = r.value(f["target"])
+    if target is not None and len(problems) == count:
         from kebab_mlflow.targets import check_target
 
         try:
             check_target(target)
         except TargetError as exc:
-            problems.append(Problem(f"row {name}: {exc}", loc))
-    if not is_int(concurrency) or concurrency < 1:
-        problems.append(Problem(f"row {name}: 'concurrency' must be an integer >= 1", loc))
+            r.problem(str(exc))
+    concurrency = r.value(f["concurrency"])
     return preset, k, {**shared, **row_set, **_inline(item)}, target, concurrency
 
 
@@ -584,10 +605,8 @@ def describe_row(row: SweepRow) -> str:
 
 def _row_ask(item: Mapping[str, Any], name: str, loc: str, problems: list[Problem]
              ) -> bool | None:
-    ask = item.get("ask")
-    if ask is not None and not isinstance(ask, bool):
-        problems.append(Problem(f"row {name}: 'ask' must be true or false, got {ask!r}", loc))
-        return None
+    ask: bool | None = Reader(item, None, loc, ROW_MESSAGES, prefix=f"row {name}: ",
+                              problems=problems).value(ROW_FIELDS["ask"])
     return ask
 
 

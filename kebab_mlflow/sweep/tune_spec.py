@@ -38,9 +38,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kebab_mlflow import names
 from kebab_mlflow.errors import ConfigError, Problem, TuneError
+from kebab_mlflow.reading import Field, Reader, table
 from kebab_mlflow.sweep.spec import (
-    FileReader,
     RowRole,
     SweepRow,
     check_golden,
@@ -51,9 +52,50 @@ from kebab_mlflow.sweep.spec import (
 )
 from kebab_mlflow.yaml_source import child, location, parse
 
-TOP_LEVEL_KEYS = {"name", "description", "experiment", "train", "test", "corpus", "preset", "k",
-                  "set", "objective", "trials", "startup_trials", "seed", "baseline", "gates",
-                  "space"}
+
+def _path(name: str, help: str) -> Field:
+    return Field(name=name, what="a path", types=(str,), required=True, nonblank=True,
+                 message=(path := "missing or empty '{name}' (a path, relative to the tune "
+                          "file)"), missing=path, help=help)
+
+
+def _positive(name: str, default: int, help: str) -> Field:
+    return Field(name=name, what="an integer >= 1", types=(int,), low=1, default=default,
+                 help=help)
+
+
+# The tune file's top level ('{name}' must be {what}, got {value}, at the key's line); space
+# and baseline are read by their own checks below.
+TUNE_FIELDS = table((
+    Field(name="name", what="a string", types=(str,), nonblank=True,
+          help="the parent run's name (default: the file's stem)"),
+    Field(name="description", what="a string", types=(str,), default="",
+          help="the parent run's description"),
+    Field(name="experiment", what="a string", types=(str,), nonblank=True,
+          help="the MLflow experiment"),
+    _path("train", "the golden set the search is scored on"),
+    _path("test", "the held-out golden set the verdict is judged on"),
+    _path("corpus", "the corpus folder"),
+    Field(name="preset", what="a preset name", types=(str,), nonblank=True,
+          default="naive_baseline", help="the preset every trial starts from"),
+    _positive("k", names.DEFAULT_K, "the retrieval depth"),
+    Field(name="set", what="a mapping of config keys", types=(dict,), default={},
+          help="fixed config overrides of every trial (and the baseline)"),
+    Field(name="objective", what="a metric name", types=(str,), nonblank=True,
+          help="the metric maximized on train (default: mrr, or mrr_doc)"),
+    _positive("trials", 20, "trials of the search"),
+    _positive("startup_trials", 10, "random trials before TPE models the results (at most "
+              "trials)"),
+    Field(name="seed", what="an integer >= 0", types=(int,), low=0, default=0,
+          help="the sampler's and the compare's seed"),
+    Field(name="baseline", what="a mapping with 'preset' and/or 'set'",
+          help="what the best configuration is compared with on test (default: preset + set)"),
+    Field(name="gates", what="a non-empty list of metric names", types=(list,), items=(str,),
+          nonblank=True, nonempty=True, help="the compare's gated metrics"),
+    Field(name="space", what="a non-empty mapping of config key -> range or choices",
+          help="the searched keys"),
+))
+TOP_LEVEL_KEYS = set(TUNE_FIELDS)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -122,36 +164,28 @@ def load_tune(path: str | Path) -> TuneSpec:
     if not isinstance(data, dict):
         raise TuneError(f"invalid tune file {source}", [Problem(
             "top level must be a mapping with 'space'", location(source, node))])
-    return _build(FileReader(data, node, source), path.parent, hashlib.sha256(raw).hexdigest())
+    return _build(Reader(data, node, source), path.parent, hashlib.sha256(raw).hexdigest())
 
 
-def _build(r: FileReader, base: Path, sha256: str) -> TuneSpec:
-    for key in sorted(set(map(str, r.data)) - TOP_LEVEL_KEYS):
-        r.problem(f"unknown top-level key {key!r} (known: {', '.join(sorted(TOP_LEVEL_KEYS))})",
-                  key)
+def _build(r: Reader, base: Path, sha256: str) -> TuneSpec:
+    r.unknown_keys(TOP_LEVEL_KEYS)
+    f = TUNE_FIELDS
     paths = {}
     for key in ("train", "test", "corpus"):
-        value = r.data.get(key)
-        paths[key] = resolve_path(base, value) if is_str(value) else None
-        if paths[key] is None:
-            r.problem(f"missing or empty '{key}' (a path, relative to the tune file)", key)
-    preset = r.typed("preset", is_str, "a preset name", "naive_baseline")
-    k = r.typed("k", lambda v: is_int(v) and v >= 1, "an integer >= 1", 10)
-    shared = r.typed("set", lambda v: isinstance(v, dict), "a mapping of config keys", {})
-    trials = r.typed("trials", lambda v: is_int(v) and v >= 1, "an integer >= 1", 20)
-    startup = r.typed("startup_trials", lambda v: is_int(v) and v >= 1, "an integer >= 1",
-                      min(10, trials))
+        value = r.value(f[key])
+        paths[key] = resolve_path(base, value) if value is not None else None
+    preset, k, shared = r.value(f["preset"]), r.value(f["k"]), r.value(f["set"])
+    trials = r.value(f["trials"])
+    startup = r.value(f["startup_trials"], min(f["startup_trials"].default, trials))
     _check_config(r, preset, shared, "set")
     space = _space(r, preset, shared)
     b_preset, b_set = _baseline(r, preset, shared)
     sets = _golden_sets(r, paths)
-    gates = r.typed("gates", lambda v: isinstance(v, list) and bool(v) and all(map(is_str, v)),
-                    "a non-empty list of metric names", None)
+    gates = r.value(f["gates"])
     objective = _objective(r, sets, preset, k)
-    name = r.typed("name", is_str, "a string", Path(r.source).stem)
-    description = r.typed("description", lambda v: isinstance(v, str), "a string", "")
-    experiment = r.typed("experiment", is_str, "a string", None)
-    seed = r.typed("seed", lambda v: is_int(v) and v >= 0, "an integer >= 0", 0)
+    name = r.value(f["name"], Path(r.source).stem)
+    description, experiment = r.value(f["description"]), r.value(f["experiment"])
+    seed = r.value(f["seed"])
     if r.problems:
         raise TuneError(f"invalid tune file {r.source}", r.problems)
     return TuneSpec(
@@ -166,7 +200,7 @@ def _build(r: FileReader, base: Path, sha256: str) -> TuneSpec:
         corpus_sha256=sets["corpus"] or "")
 
 
-def _check_config(r: FileReader, preset: str, overrides: Mapping[str, Any], key: str,
+def _check_config(r: Reader, preset: str, overrides: Mapping[str, Any], key: str,
                   what: str = "") -> bool:
     from kebab_mlflow.config import build_config
 
@@ -187,7 +221,7 @@ def _key_type(key: str) -> type | None:
     return NULLABLE_TYPES.get(key, type(None)) if default is None else type(default)
 
 
-def _space(r: FileReader, preset: str, shared: Mapping[str, Any]) -> tuple[SpaceParam, ...]:
+def _space(r: Reader, preset: str, shared: Mapping[str, Any]) -> tuple[SpaceParam, ...]:
     from kebab_mlflow.config import valid_keys
 
     space, node = r.data.get("space"), child(r.node, "space")
@@ -247,7 +281,7 @@ def _bounds(value: Any) -> tuple[Any, Any, Any]:
     return value.get("low"), value.get("high"), value.get("log", False)
 
 
-def _values_valid(r: FileReader, preset: str, shared: Mapping[str, Any], param: SpaceParam,
+def _values_valid(r: Reader, preset: str, shared: Mapping[str, Any], param: SpaceParam,
                   at: str) -> bool:
     """Every choice, and both ends of a range, is a setting the configuration accepts."""
     from kebab_mlflow.config import build_config
@@ -262,7 +296,7 @@ def _values_valid(r: FileReader, preset: str, shared: Mapping[str, Any], param: 
     return len(r.problems) == count
 
 
-def _baseline(r: FileReader, preset: str, shared: Mapping[str, Any]
+def _baseline(r: Reader, preset: str, shared: Mapping[str, Any]
               ) -> tuple[str, dict[str, Any]]:
     """The baseline the best configuration is compared with on test (default: preset + set)."""
     value = r.data.get("baseline", {})
@@ -277,7 +311,7 @@ def _baseline(r: FileReader, preset: str, shared: Mapping[str, Any]
     return b_preset, dict(b_set)
 
 
-def _golden_sets(r: FileReader, paths: Mapping[str, Path | None]) -> dict[str, Any]:
+def _golden_sets(r: Reader, paths: Mapping[str, Path | None]) -> dict[str, Any]:
     """The train and test golden sets (each checked against the corpus) and the corpus digest;
     a query id or text on both sides is a problem."""
     sets: dict[str, Any] = {"train": None, "test": None, "corpus": None}
@@ -299,12 +333,12 @@ def _golden_sets(r: FileReader, paths: Mapping[str, Path | None]) -> dict[str, A
     return sets
 
 
-def _objective(r: FileReader, sets: Mapping[str, Any], preset: str, k: int) -> str:
+def _objective(r: Reader, sets: Mapping[str, Any], preset: str, k: int) -> str:
     """The maximized metric: it must have ground truth in train (where it is maximized) and in
     test (where, as compare's primary metric, it decides the verdict)."""
     train = sets.get("train")
     has_chunk = train is not None and any(q.has_chunk_truth for q in train.queries)
-    objective: str = r.typed("objective", is_str, "a metric name",
+    objective: str = r.value(TUNE_FIELDS["objective"],
                              "mrr" if has_chunk or train is None else "mrr_doc")
     found: list[Problem] = []
     for side in ("train", "test"):

@@ -16,12 +16,14 @@ from typing import Any
 
 import numpy as np
 
+from kebab_mlflow.config import default
 from kebab_mlflow.errors import ConfigError
 from kebab_mlflow.pipeline.backends import top_k_indices
 
 
 class HybridBackend:
-    def __init__(self, lexical: Any, dense: Any, rrf_k: int | float = 60, depth: int = 100):
+    def __init__(self, lexical: Any, dense: Any, rrf_k: int | float = default("hybrid.rrf_k"),
+                 depth: int = default("hybrid.depth")):
         problems = []
         if not rrf_k >= 0:
             problems.append(f"hybrid.rrf_k must be >= 0, got {rrf_k}")
