@@ -2,7 +2,7 @@
 ``per_query.jsonl`` leaves every byte of its output alone (issue 32).
 
     PYTHONPATH=. .venv/bin/python tests/compare_snapshots.py make STORE
-    PYTHONPATH=. .venv/bin/python tests/compare_snapshots.py compare STORE OUT
+    PYTHONPATH=. .venv/bin/python tests/compare_snapshots.py compare STORE OUT [CHUNK]
 
 ``make`` logs run pairs into a fresh SQLite store under STORE (the shipped fixtures: identical,
 random, re-chunked (doc level: bounds for unjudged hits), shallow and small-set runs; two golden
@@ -137,6 +137,10 @@ def compare(store: Path, out: Path) -> None:
 
 if __name__ == "__main__":
     command, *rest = sys.argv[1:]
+    if len(rest) == 3:  # compare STORE OUT CHUNK: the bounds' rescore CHUNK queries at a time
+        import kebab_mlflow.comparison.unjudged as unjudged
+
+        unjudged.CHUNK = int(rest.pop())
     if command == "make":
         make(Path(rest[0]).resolve())
     else:
