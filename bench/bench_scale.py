@@ -283,13 +283,14 @@ def run_file_main(args: argparse.Namespace) -> None:
     shutil.rmtree(tmp, ignore_errors=True)
 
 
-def watched(args: list[str], env: dict, limit_mib: float) -> dict:
+def watched(args: list[str], env: dict, limit_mib: float, cwd: Path) -> dict:
     """(wall, CPU, peak RSS MiB, stdout, killed) of a fresh process, killed past the limit."""
     import threading
 
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         t0 = time.perf_counter()
-        proc = subprocess.Popen(args, env=env, stdout=out, stderr=err, text=True)
+        # cwd: not the checkout, whose kebab_mlflow `python -c` would put before PYTHONPATH
+        proc = subprocess.Popen(args, env=env, stdout=out, stderr=err, text=True, cwd=cwd)
         seen = {"rss": 0.0, "killed": False}
 
         def watch() -> None:
@@ -386,7 +387,7 @@ def compare_main(args: argparse.Namespace) -> None:
                 r = watched([sys.executable, "-c", "from kebab_mlflow.cli import main; main()",
                              "compare", "r0", "r1", "--format", "json", "--no-log",
                              "--unjudged", mode, "--experiment", "rf", "--tracking-uri", uri],
-                            code[side], args.limit_mib)
+                            code[side], args.limit_mib, tmp)
                 outputs[side] = None if r["killed"] else r["out"]
                 rss = f"{r['rss']:>13.0f}" + (" (killed)" if r["killed"] else "")
                 lines.append(f"{n:>10,} {mode:>10} {side:>7} {r['wall']:>8.1f} {r['cpu']:>7.1f} "
@@ -396,7 +397,7 @@ def compare_main(args: argparse.Namespace) -> None:
                     else "before killed: not compared")
             lines.append(f"{'':>10} {'':>10} outputs byte-identical: {same}")
         out = subprocess.run([sys.executable, "-c", PHASES, uri], env=code["after"], check=True,
-                             capture_output=True, text=True).stdout
+                             capture_output=True, text=True, cwd=tmp).stdout
         phases.append(f"  {n:>9,}: " + ", ".join(
             f"{k} {v:.1f}" for k, v in json.loads(out.strip().splitlines()[-1]).items()))
         shutil.rmtree(store, ignore_errors=True)

@@ -14,7 +14,13 @@ import enum
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 
-from kebab_mlflow.comparison.records import CompareOptions, Comparison, RunSide, Verdict
+from kebab_mlflow.comparison.records import (
+    DEFAULT_PRIMARY,
+    CompareOptions,
+    Comparison,
+    RunSide,
+    Verdict,
+)
 from kebab_mlflow.evaluation.bounds import optimistic_golden, unjudged_docs
 from kebab_mlflow.evaluation.per_query import CompactRow, PerQueryRow, read_compact
 from kebab_mlflow.evaluation.rescore import RecordedRun, rescore
@@ -30,7 +36,7 @@ class UnjudgedMode(enum.StrEnum):
 
 
 #: golden queries rescored at a time: whole rows are read back for one chunk at a time
-CHUNK = 5_000
+CHUNK = 1_000
 
 
 @dataclass(kw_only=True)
@@ -49,20 +55,33 @@ def _chunks(golden: GoldenSet) -> Iterator[GoldenSet]:
         yield replace(golden, queries=golden.queries[start:start + CHUNK])
 
 
-def _rescored_rows(side: RunSide, rows: Sequence[PerQueryRow], golden: GoldenSet
-                   ) -> tuple[CompactRow, ...]:
-    """``rows`` of ``side`` rescored under ``golden``, compact (no query text: the upper
-    comparison is read for its verdict and primary means only)."""
+def _upper_names(options: CompareOptions, sides: Sequence[RunSide]) -> set[str]:
+    """The scores the comparison under the optimistic judgments can read: the metrics it may
+    gate (the named or a default primary, --gate, abstention_accuracy, and their doc
+    variants) and those its per-query classes read."""
+    from kebab_mlflow.comparison.verdict import ABSTENTION_GATE, PRIMARY_TAG, doc_variant
+
+    named = {options.primary, *(s.tags.get(PRIMARY_TAG) for s in sides)} - {None, ""}
+    names = {*named, *DEFAULT_PRIMARY.values(), *options.gates, ABSTENTION_GATE, "mrr",
+             "mrr_doc", "contains_all"}
+    return {n for name in names if name for n in (name, doc_variant(name))}
+
+
+def _rescored_rows(side: RunSide, rows: Sequence[PerQueryRow], golden: GoldenSet,
+                   names: set[str]) -> tuple[CompactRow, ...]:
+    """``rows`` of ``side`` rescored under ``golden``, compact: only the scores ``names`` and
+    no query text (the comparison under the optimistic judgments is read for its verdict and
+    primary means only)."""
     seen = {r.id for r in rows}
     if not any(q.id in seen for q in golden.queries):
         return ()
     run = RecordedRun(run_id=side.run_id, rows=tuple(rows), params=side.params, tags=side.tags)
     result = rescore(run, golden, intersect=True, quiet=True).result
-    return tuple(read_compact(result.per_query_path, keep_query=False))
+    return tuple(read_compact(result.per_query_path, keep_query=False, names=names))
 
 
-def _optimistic_sides(baseline: RunSide, candidate: RunSide, golden: GoldenSet, k: int
-                      ) -> tuple[dict[str, _Count], RunSide, RunSide]:
+def _optimistic_sides(baseline: RunSide, candidate: RunSide, golden: GoldenSet, k: int,
+                      names: set[str]) -> tuple[dict[str, _Count], RunSide, RunSide]:
     """The unjudged counts and both sides rescored on one optimistic set of judgments (the
     golden set plus every unjudged document either run has in its top k, at grade 1), a
     chunk of the golden set at a time, in its order: what rescoring the whole would give."""
@@ -81,7 +100,7 @@ def _optimistic_sides(baseline: RunSide, candidate: RunSide, golden: GoldenSet, 
                 union[qid] = list(dict.fromkeys([*union.get(qid, []), *doc_ids]))
         optimistic = optimistic_golden(chunk, union)
         for role, side in sides.items():
-            upper[role] += _rescored_rows(side, rows[role], optimistic)
+            upper[role] += _rescored_rows(side, rows[role], optimistic, names)
     for role, side in sides.items():
         if not upper[role]:  # shares no query with the golden set: rescore says so
             rescore(RecordedRun(run_id=side.run_id, rows=(), params=side.params,
@@ -101,7 +120,8 @@ def with_unjudged_bounds(result: Comparison, baseline: RunSide, candidate: RunSi
 
     if mode is UnjudgedMode.OFF:
         return result
-    counts, upper_b, upper_c = _optimistic_sides(baseline, candidate, golden, k)
+    counts, upper_b, upper_c = _optimistic_sides(baseline, candidate, golden, k,
+                                                 _upper_names(options, (baseline, candidate)))
     upper = compare_runs(upper_b, upper_c, options)
     name = result.primary.name
     notes = [f"unjudged hits in the top {k}: " + ", ".join(
