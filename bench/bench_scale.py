@@ -13,6 +13,17 @@ Three parts (fresh process each; peak RSS = the child's own ``ru_maxrss`` from `
     .venv/bin/python bench/bench_scale.py validate [--sizes 200000,1000000]
     .venv/bin/python bench/bench_scale.py run-file [--sizes 100000,300000,1000000]
     .venv/bin/python bench/bench_scale.py pipeline [--sizes 500,5000,50000]
+    .venv/bin/python bench/bench_scale.py compare [--sizes 10000,100000] [--old REF]
+
+``compare``: two runs of ``run --target run:FILE --k 100`` per size (the synthetic set and run
+files of seeds 0 and 1) in one SQLite store, then ``kebab-mlflow compare r0 r1 --format json
+--no-log`` in a fresh process, by default (bounds for unjudged hits: both runs rescored) and
+with ``--unjudged off``: the code of git REF (``before``, default ``main``; ``git archive``
+into a temporary folder put first on PYTHONPATH) and of this checkout (``after``), alternated,
+the same command and the same store; peak RSS from ``os.wait4``, a watchdog kills a child past
+``--limit-mib`` (its largest RSS seen is reported). Both sides' JSON outputs are compared byte
+for byte. Then where the time goes in ``after``, in one process: import + open the store,
+load (download, digest, compact read), compare_runs, the bounds, render.
 
 ``pipeline``: peak memory and wall time of `kebab-mlflow run` as the golden set grows.
 
@@ -272,6 +283,130 @@ def run_file_main(args: argparse.Namespace) -> None:
     shutil.rmtree(tmp, ignore_errors=True)
 
 
+def watched(args: list[str], env: dict, limit_mib: float, cwd: Path) -> dict:
+    """(wall, CPU, peak RSS MiB, stdout, killed) of a fresh process, killed past the limit."""
+    import threading
+
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        t0 = time.perf_counter()
+        # cwd: not the checkout, whose kebab_mlflow `python -c` would put before PYTHONPATH
+        proc = subprocess.Popen(args, env=env, stdout=out, stderr=err, text=True, cwd=cwd)
+        seen = {"rss": 0.0, "killed": False}
+
+        def watch() -> None:
+            status = Path(f"/proc/{proc.pid}/status")
+            while proc.poll() is None:
+                try:
+                    kb = next(int(line.split()[1]) for line in status.read_text().splitlines()
+                              if line.startswith("VmRSS:"))
+                except (OSError, StopIteration, ValueError):
+                    break
+                seen["rss"] = max(seen["rss"], kb / 1024)
+                if kb / 1024 > limit_mib:
+                    seen["killed"] = True
+                    proc.kill()
+                    break
+                time.sleep(0.1)
+
+        thread = threading.Thread(target=watch, daemon=True)
+        thread.start()
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        wall = time.perf_counter() - t0
+        thread.join()
+        out.seek(0)
+        err.seek(0)
+        if proc.returncode not in (0, 1) and not seen["killed"]:
+            raise SystemExit(f"compare failed ({proc.returncode}):\n{err.read()[-3000:]}")
+        return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime,
+                "rss": max(usage.ru_maxrss / 1024, seen["rss"]), "out": out.read(),
+                "killed": seen["killed"]}
+
+
+PHASES = """
+import sys, time, json
+t0 = time.perf_counter()
+from kebab_mlflow import comparison as cmp
+from kebab_mlflow.comparison.rescoring import candidate_golden
+from kebab_mlflow.comparison.unjudged import UnjudgedMode, with_unjudged_bounds
+from kebab_mlflow.tracking.store import Tracker
+tracker = Tracker(sys.argv[1]); tracker.experiment_id("rf", create=False)
+t1 = time.perf_counter()
+b, c = cmp.load_pair(tracker, "rf", "r0", "r1")
+t2 = time.perf_counter()
+options = cmp.CompareOptions()
+result = cmp.compare_runs(b, c, options)
+t3 = time.perf_counter()
+golden = candidate_golden(c)
+t4 = time.perf_counter()
+result = with_unjudged_bounds(result, b, c, golden, options, UnjudgedMode.REPORT)
+t5 = time.perf_counter()
+text = cmp.dumps(result)
+t6 = time.perf_counter()
+print(json.dumps({"import mlflow + open the store": t1 - t0,
+                  "load (download, sha256, compact read of both)": t2 - t1,
+                  "compare_runs": t3 - t2, "load the golden set": t4 - t3,
+                  "bounds for unjudged hits (both rescored)": t5 - t4, "render json": t6 - t5}))
+"""
+
+
+def compare_main(args: argparse.Namespace) -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="kebab-bench-compare-", dir=args.tmp))
+    old = tmp / "old"
+    old.mkdir()
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.old, "kebab_mlflow"],
+                             check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(old)], input=archive, check=True)
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", args.old],
+                            check=True, capture_output=True, text=True).stdout.strip()
+    env = {**os.environ, "KEBAB_CACHE_DIR": str(tmp / "cache"),
+           "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true"}
+    code = {"before": {**env, "PYTHONPATH": str(old)}, "after": {**env, "PYTHONPATH": str(ROOT)}}
+    lines = [f"bench_scale compare — `kebab-mlflow compare r0 r1 --format json --no-log` of two "
+             f"`run --target run:FILE --k 100` runs (100 hits a query; seed 0 vs 1), before "
+             f"(git {args.old} = {commit}) and after (this checkout) in one script run; fresh "
+             f"process each, alternated; peak RSS = ru_maxrss (or the watchdog's largest RSS "
+             f"when it killed the child past {args.limit_mib:,.0f} MiB); load average "
+             f"{os.getloadavg()[0]:.1f} at start on {os.cpu_count()} CPUs", "",
+             f"{'queries':>10} {'--unjudged':>10} {'code':>7} {'wall s':>8} {'CPU s':>7} "
+             f"{'peak RSS MiB':>13}  output"]
+    phases = []
+    for n in [int(s) for s in args.sizes.split(",")]:
+        store = tmp / f"store-{n}"
+        golden = synthetic_set(n, args.seed, tmp / f"g{n}.yaml")
+        for name, seed in (("r0", 0), ("r1", 1)):
+            run_file = synthetic_run_file(n, seed, tmp / f"{name}.trec")
+            child([KEBAB, "run", "--golden", str(golden), "--target", f"run:{run_file}", "--k",
+                   "100", "--run-name", name, "--experiment", "rf", "--tracking-uri",
+                   f"sqlite:///{store / 'mlflow.db'}", "--json"], code["after"])
+            run_file.unlink()
+        uri = f"sqlite:///{store / 'mlflow.db'}"
+        for mode in ("report", "off"):
+            outputs = {}
+            for side in (("before", "after") if mode == "report" else ("after", "before")):
+                r = watched([sys.executable, "-c", "from kebab_mlflow.cli import main; main()",
+                             "compare", "r0", "r1", "--format", "json", "--no-log",
+                             "--unjudged", mode, "--experiment", "rf", "--tracking-uri", uri],
+                            code[side], args.limit_mib, tmp)
+                outputs[side] = None if r["killed"] else r["out"]
+                rss = f"{r['rss']:>13.0f}" + (" (killed)" if r["killed"] else "")
+                lines.append(f"{n:>10,} {mode:>10} {side:>7} {r['wall']:>8.1f} {r['cpu']:>7.1f} "
+                             f"{rss}  {len(r['out']):,} bytes")
+                print(lines[-1], flush=True)
+            same = (outputs["before"] == outputs["after"] if None not in outputs.values()
+                    else "before killed: not compared")
+            lines.append(f"{'':>10} {'':>10} outputs byte-identical: {same}")
+        out = subprocess.run([sys.executable, "-c", PHASES, uri], env=code["after"], check=True,
+                             capture_output=True, text=True, cwd=tmp).stdout
+        phases.append(f"  {n:>9,}: " + ", ".join(
+            f"{k} {v:.1f}" for k, v in json.loads(out.strip().splitlines()[-1]).items()))
+        shutil.rmtree(store, ignore_errors=True)
+        golden.unlink()
+    lines += ["", "where the time goes after (s, one process, --unjudged report):", *phases]
+    _write("bench_scale_compare", lines)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
 def _write(name: str, lines: list[str]) -> None:
     text = "\n".join(lines) + "\n"
     print(text)
@@ -280,16 +415,20 @@ def _write(name: str, lines: list[str]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("part", choices=("validate", "run-file", "pipeline"))
+    parser.add_argument("part", choices=("validate", "run-file", "pipeline", "compare"))
+    parser.add_argument("--old", default="main", help="compare: the git ref of `before`")
+    parser.add_argument("--limit-mib", type=float, default=6000,
+                        help="compare: kill a child past this RSS")
     parser.add_argument("--sizes", default=None)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tmp", default=None, help="folder for the generated files")
     args = parser.parse_args()
     args.sizes = args.sizes or {"validate": "200000,1000000",
                                 "run-file": "100000,300000,1000000",
-                                "pipeline": "500,5000,50000"}[args.part]
-    {"validate": validate_main, "run-file": run_file_main, "pipeline": pipeline_main}[
-        args.part](args)
+                                "pipeline": "500,5000,50000",
+                                "compare": "10000,100000"}[args.part]
+    {"validate": validate_main, "run-file": run_file_main, "pipeline": pipeline_main,
+     "compare": compare_main}[args.part](args)
 
 
 if __name__ == "__main__":

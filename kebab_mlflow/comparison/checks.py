@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from kebab_mlflow import vocabulary as vocab
 from kebab_mlflow.comparison.records import CompareOptions, RunSide
 from kebab_mlflow.errors import Problem
-from kebab_mlflow.evaluation.per_query import PerQueryRow
+from kebab_mlflow.evaluation.per_query import QueryRow
 from kebab_mlflow.vocabulary import RunStatus
 
 CHUNK_ID_VERSIONS = ("parser_version", "chunker_version")
@@ -63,7 +63,7 @@ class PairCheck:
 class SharedRows:
     """The (baseline, candidate) row pairs of the shared query ids and the dropped counts."""
 
-    pairs: tuple[tuple[PerQueryRow, PerQueryRow], ...]
+    pairs: tuple[tuple[QueryRow, QueryRow], ...]
     dropped: dict[str, int]
     findings: Findings
 
@@ -147,7 +147,7 @@ def evidence_chunk_level(baseline: RunSide, candidate: RunSide) -> tuple[str, st
     if len(rules) > 1:
         return "", "the runs resolved evidence by different rules"
     by_ids = sum(1 for side in (baseline, candidate) for r in side.rows
-                 if r.evidence is None and (r.first_relevant_rank or {}).get("chunk") is not None)
+                 if not r.has_evidence and (r.first_relevant_rank or {}).get("chunk") is not None)
     if by_ids:
         return "", f"{by_ids} query row(s) have chunk truth from expected_chunk_ids only"
     [(rule, tau)] = rules

@@ -1,15 +1,24 @@
-"""Load both sides of a comparison through the tracking layer: run records and per_query.jsonl."""
+"""Load both sides of a comparison through the tracking layer: run records and per_query.jsonl.
+
+Each side's ``per_query.jsonl`` is read compact (:func:`~kebab_mlflow.evaluation.per_query.
+read_compact`: scores, first relevant ranks and flags, never the hit lists), and the download
+stays in its temporary folder while the side lives, so that what needs whole rows (the pull
+request comment's worst queries, ``--rescore``, the bounds for unjudged hits) reads them again
+by byte offset. The folder is removed when the side is garbage-collected or at exit.
+"""
 
 from __future__ import annotations
 
+import shutil
 import tempfile
+import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kebab_mlflow import vocabulary as vocab
-from kebab_mlflow.comparison.records import RunSide
+from kebab_mlflow.comparison.records import RowSource, RunSide
 from kebab_mlflow.errors import ComparisonRefused, Problem
-from kebab_mlflow.evaluation.per_query import read_per_query
+from kebab_mlflow.evaluation.per_query import CompactRow, read_compact
 from kebab_mlflow.files import file_digest
 from kebab_mlflow.records import RunRecord
 from kebab_mlflow.vocabulary import RunStatus
@@ -28,9 +37,9 @@ def load_pair(tracker: Tracker, experiment: str, baseline_ref: str, candidate_re
                 for p in _unusable(role, r)]
     if problems:
         raise ComparisonRefused(problems)
-    with tempfile.TemporaryDirectory(prefix="kebab-compare-", dir=workdir) as tmp:
-        baseline, candidate = (_side(tracker, r, Path(tmp) / role)
-                               for role, r in zip(("baseline", "candidate"), runs, strict=True))
+    folder = _TempFolder(workdir)
+    baseline, candidate = (_side(tracker, r, folder, role)
+                           for role, r in zip(("baseline", "candidate"), runs, strict=True))
     return baseline, candidate
 
 
@@ -41,8 +50,24 @@ def load_side(tracker: Tracker, experiment: str, ref: str, role: str) -> RunSide
     run = resolve_run(tracker, experiment, ref)
     if problems := _unusable(role, run):
         raise ComparisonRefused(problems)
-    with tempfile.TemporaryDirectory(prefix="kebab-compare-") as tmp:
-        return _side(tracker, run, Path(tmp))
+    return _side(tracker, run, _TempFolder(None), role)
+
+
+class _TempFolder:
+    """A temporary folder, removed when the last side holding it is gone (or at exit)."""
+
+    def __init__(self, workdir: Path | None):
+        self.path = Path(tempfile.mkdtemp(prefix="kebab-compare-", dir=workdir))
+        weakref.finalize(self, shutil.rmtree, str(self.path), True)
+
+
+def kept_compact(path: Path, shown_as: str) -> tuple[tuple[CompactRow, ...], RowSource]:
+    """The compact rows of a ``per_query.jsonl`` about to be deleted (a rescore's), and their
+    source: the file moved into a temporary folder that lives as long as the side."""
+    folder = _TempFolder(None)
+    moved = Path(shutil.move(path, folder.path / path.name))
+    return tuple(read_compact(moved, shown_as)), RowSource(path=moved, shown_as=shown_as,
+                                                            keep=folder)
 
 
 def _unusable(role: str, r: RunRecord) -> list[Problem]:
@@ -61,13 +86,15 @@ def _artifact_name(r: RunRecord) -> str:
     return f"run {r.run_id} ({r.run_name}) artifact per_query.jsonl"
 
 
-def _side(tracker: Tracker, r: RunRecord, folder: Path) -> RunSide:
-    path = tracker.download_artifact(r.run_id, "per_query.jsonl", folder)
+def _side(tracker: Tracker, r: RunRecord, folder: _TempFolder, role: str) -> RunSide:
+    path = tracker.download_artifact(r.run_id, "per_query.jsonl", folder.path / role.strip("-"))
     digest = file_digest(path)
     # a file that fails its digest is not parsed: compare_runs reports the mismatch
     intact = digest == r.tags.get(vocab.PER_QUERY_SHA256)
+    shown_as = _artifact_name(r)
     return RunSide(run_id=r.run_id, name=r.run_name, status=r.status, params=dict(r.params),
                    tags=dict(r.tags),
-                   rows=tuple(read_per_query(path, _artifact_name(r))) if intact else (),
+                   rows=tuple(read_compact(path, shown_as)) if intact else (),
                    per_query_sha256=digest,
-                   experiment=tracker.experiment_name(r.experiment_id))
+                   experiment=tracker.experiment_name(r.experiment_id),
+                   source=RowSource(path=path, shown_as=shown_as, keep=folder))

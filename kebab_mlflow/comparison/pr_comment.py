@@ -168,7 +168,8 @@ def _query_lines(c: Comparison, baseline: RunSide, candidate: RunSide, worst: in
     if not changes or worst == 0:
         return lines + ([f"{len(changes)} queries got worse: the list is in compare "
                          "--format md."] if changes else []) + ([""] if changes else [])
-    hits = {r.id: r.hits for r in candidate.rows}
+    # the whole rows of the listed queries only, read again (compact rows keep no hits)
+    hits = {r.id: r.hits for r in candidate.full_rows([q.id for q in changes[:worst]])}
     lines += [f"<details open><summary>{min(worst, len(changes))} worst of {len(changes)} "
               "queries that got worse</summary>", "",
               "| query | rank before → after | in its place now |", "|---|---|---|"]

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
 from typing import TypedDict
 
 from kebab_mlflow import vocabulary as vocab
 from kebab_mlflow.errors import Problem
-from kebab_mlflow.evaluation.per_query import PerQueryRow
+from kebab_mlflow.evaluation.per_query import PerQueryRow, QueryRow, read_rows_at
 from kebab_mlflow.golden import SliceKey
 from kebab_mlflow.records import VERSION_KEYS
 from kebab_mlflow.stats.alternative import Alternative
@@ -64,18 +66,48 @@ class SideSummary(TypedDict):
     n_queries: int
 
 
+@dataclass(frozen=True)
+class RowSource:
+    """The ``per_query.jsonl`` a side's compact rows were read from (``shown_as`` in errors);
+    ``keep`` holds what removes its temporary folder once the side is gone."""
+
+    path: Path
+    shown_as: str
+    keep: object = None
+
+
 @dataclass(frozen=True, kw_only=True)
 class RunSide:
-    """What compare needs of one run (built from MLflow, or by hand in tests)."""
+    """What compare needs of one run (built from MLflow, or by hand in tests). ``rows``:
+    whole rows (in memory) or compact ones read from ``source`` (comparison/loading.py), which
+    :meth:`full_rows` reads again where hits or answers are needed."""
 
     run_id: str
     name: str
     status: str
     params: Mapping[str, str]
     tags: Mapping[str, str]
-    rows: tuple[PerQueryRow, ...] = ()
+    rows: tuple[QueryRow, ...] = ()
     per_query_sha256: str | None = None  # digest of the bytes actually read
     experiment: str | None = None  # the experiment's name, when read from a store
+    source: RowSource | None = None
+
+    def full_rows(self, ids: Sequence[str] | None = None) -> Iterator[PerQueryRow]:
+        """The whole rows of ``ids`` in that order (ids the side lacks skipped), else all."""
+        chosen = (list(self.rows) if ids is None else
+                  [r for i in ids if (r := self._by_id.get(i)) is not None])
+        whole = [r for r in chosen if isinstance(r, PerQueryRow)]
+        if len(whole) == len(chosen):
+            yield from whole
+            return
+        if self.source is None:
+            raise ValueError(f"run {self.run_id}: compact rows without their source file")
+        offsets = [r.offset for r in chosen if not isinstance(r, PerQueryRow)]
+        yield from read_rows_at(self.source.path, offsets, self.source.shown_as)
+
+    @cached_property
+    def _by_id(self) -> dict[str, QueryRow]:
+        return {r.id: r for r in self.rows}
 
     @property
     def versions(self) -> dict[str, str]:
@@ -173,7 +205,7 @@ class MetricResult:
     mde_spread: float | None = None  # the MDE for a loss made of changes of size loss_size
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class QueryDiff:
     id: str
     query: str | None

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from kebab_mlflow.comparison.loading import kept_compact
 from kebab_mlflow.comparison.records import RunSide
 from kebab_mlflow.errors import InputError, Problem
 from kebab_mlflow.evaluation.rescore import RecordedRun, rescore
@@ -36,16 +37,18 @@ def candidate_golden(candidate: RunSide, path: str | Path | None = None) -> Gold
 def rescored_baseline(baseline: RunSide, golden: GoldenSet) -> RunSide:
     """``baseline`` as if it had been scored on ``golden``: its recorded hits and answers
     rescored; the same run id and name (marked), the new digests."""
-    recorded = RecordedRun(run_id=baseline.run_id, rows=baseline.rows,
+    recorded = RecordedRun(run_id=baseline.run_id, rows=tuple(baseline.full_rows()),
                            params=baseline.params, tags=baseline.tags)
     result = rescore(recorded, golden, quiet=True).result
+    del recorded  # the whole rows: only the compact ones of the result are kept
+    rows, source = kept_compact(result.per_query_path, f"run {baseline.run_id} rescored")
     tags = {**baseline.tags, "kebab.golden_sha256": golden.digest,
             "kebab.per_query_sha256": result.per_query_sha256,
             "kebab.rescored_from_golden_sha256": baseline.tags.get("kebab.golden_sha256", "")}
     params = {**baseline.params, **{k: str(v) for k, v in result.params().items()}}
     return replace(baseline, name=f"{baseline.name} (rescored on {golden.name}@"
-                   f"{golden.digest[:8]})", params=params, tags=tags, rows=result.rows(),
-                   per_query_sha256=result.per_query_sha256)
+                   f"{golden.digest[:8]})", params=params, tags=tags, rows=rows,
+                   per_query_sha256=result.per_query_sha256, source=source)
 
 
 def with_rescored_baseline(baseline: RunSide, candidate: RunSide,

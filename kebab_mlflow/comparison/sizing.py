@@ -49,7 +49,7 @@ def run_primary(side: RunSide) -> str:
         return named
     levels = {lv for r in side.rows for lv, rank in (r.first_relevant_rank or {}).items()
               if rank is not None}
-    if "chunk" in levels or any(r.scores.get("mrr") is not None for r in side.rows):
+    if "chunk" in levels or any(r.score("mrr") is not None for r in side.rows):
         return DEFAULT_PRIMARY["chunk"]
     if "doc" in levels:
         return DEFAULT_PRIMARY["doc"]
@@ -57,7 +57,7 @@ def run_primary(side: RunSide) -> str:
 
 
 def _values(side: RunSide, metric: str) -> dict[str, float]:
-    return {r.id: float(v) for r in side.rows if (v := r.scores.get(metric)) is not None}
+    return {r.id: float(v) for r in side.rows if (v := r.score(metric)) is not None}
 
 
 def power_report(side: RunSide, metric: str | None = None, deltas: Sequence[float] = (),

@@ -37,6 +37,7 @@ from kebab_mlflow.comparison.records import (
     Verdict,
 )
 from kebab_mlflow.errors import InputError, Problem
+from kebab_mlflow.evaluation.per_query import QueryRow
 from kebab_mlflow.formatting import number
 from kebab_mlflow.golden import GoldenQuery, GoldenSet, SliceKey
 
@@ -62,11 +63,10 @@ def _members(queries: Sequence[QueryDiff], labels: Mapping[str, tuple[str, ...]]
     return dict(sorted(members.items()))
 
 
-def _values(queries: Sequence[QueryDiff], base: Mapping[str, Mapping[str, float | None]],
-            cand: Mapping[str, Mapping[str, float | None]], name: str
-            ) -> tuple[np.ndarray, np.ndarray]:
+def _values(queries: Sequence[QueryDiff], base: Mapping[str, QueryRow],
+            cand: Mapping[str, QueryRow], name: str) -> tuple[np.ndarray, np.ndarray]:
     """(baseline, candidate) values of one metric over the slice's queries both scored."""
-    pairs = [(base[q.id].get(name), cand[q.id].get(name)) for q in queries]
+    pairs = [(base[q.id].score(name), cand[q.id].score(name)) for q in queries]
     kept = [(b, c) for b, c in pairs if b is not None and c is not None]
     return (np.array([b for b, _ in kept], dtype=np.float64),
             np.array([c for _, c in kept], dtype=np.float64))
@@ -91,8 +91,8 @@ def slice_results(c: Comparison, baseline: RunSide, candidate: RunSide,
     """Each slice's gated metrics, Holm over every (slice, metric) test; and the tests."""
     from kebab_mlflow.comparison.verdict import metric_results
 
-    base = {r.id: r.scores for r in baseline.rows}
-    cand = {r.id: r.scores for r in candidate.rows}
+    base = {r.id: r for r in baseline.rows}
+    cand = {r.id: r for r in candidate.rows}
     members = _members(c.queries, labels)
     cases = _abstention_cases(baseline, candidate)
     gates = [(m.gate, m.name, m.role) for m in c.metrics]

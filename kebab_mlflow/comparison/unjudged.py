@@ -11,10 +11,18 @@ under the optimistic judgments into ``Inconclusive (unjudged)`` (exit 1); ``off`
 from __future__ import annotations
 
 import enum
-from dataclasses import replace
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
 
-from kebab_mlflow.comparison.records import CompareOptions, Comparison, RunSide, Verdict
+from kebab_mlflow.comparison.records import (
+    DEFAULT_PRIMARY,
+    CompareOptions,
+    Comparison,
+    RunSide,
+    Verdict,
+)
 from kebab_mlflow.evaluation.bounds import optimistic_golden, unjudged_docs
+from kebab_mlflow.evaluation.per_query import CompactRow, PerQueryRow, read_compact
 from kebab_mlflow.evaluation.rescore import RecordedRun, rescore
 from kebab_mlflow.golden import GoldenSet
 
@@ -27,15 +35,81 @@ class UnjudgedMode(enum.StrEnum):
     OFF = "off"
 
 
-def _recorded(side: RunSide) -> RecordedRun:
-    return RecordedRun(run_id=side.run_id, rows=side.rows, params=side.params, tags=side.tags)
+#: golden queries rescored at a time: whole rows are read back for one chunk at a time
+CHUNK = 1_000
 
 
-def _optimistic_side(side: RunSide, golden: GoldenSet) -> RunSide:
-    result = rescore(_recorded(side), golden, intersect=True, quiet=True).result
-    return replace(side, rows=result.rows(), per_query_sha256=result.per_query_sha256,
-                   tags={**side.tags, "kebab.golden_sha256": golden.digest,
-                         "kebab.per_query_sha256": result.per_query_sha256})
+@dataclass(kw_only=True)
+class _Count:
+    """Unjudged hits of one side: in all, over how many queries (with doc truth)."""
+
+    hits: int = 0
+    queries: int = 0
+
+    def words(self) -> str:
+        return f"{self.hits} ({self.hits / max(self.queries, 1):.1f}/query)"
+
+
+def _chunks(golden: GoldenSet) -> Iterator[GoldenSet]:
+    for start in range(0, len(golden.queries), CHUNK):
+        yield replace(golden, queries=golden.queries[start:start + CHUNK])
+
+
+def _upper_names(options: CompareOptions, sides: Sequence[RunSide]) -> set[str]:
+    """The scores the comparison under the optimistic judgments can read: the metrics it may
+    gate (the named or a default primary, --gate, abstention_accuracy, and their doc
+    variants) and those its per-query classes read."""
+    from kebab_mlflow.comparison.verdict import ABSTENTION_GATE, PRIMARY_TAG, doc_variant
+
+    named = {options.primary, *(s.tags.get(PRIMARY_TAG) for s in sides)} - {None, ""}
+    names = {*named, *DEFAULT_PRIMARY.values(), *options.gates, ABSTENTION_GATE, "mrr",
+             "mrr_doc", "contains_all"}
+    return {n for name in names if name for n in (name, doc_variant(name))}
+
+
+def _rescored_rows(side: RunSide, rows: Sequence[PerQueryRow], golden: GoldenSet,
+                   names: set[str]) -> tuple[CompactRow, ...]:
+    """``rows`` of ``side`` rescored under ``golden``, compact: only the scores ``names`` and
+    no query text (the comparison under the optimistic judgments is read for its verdict and
+    primary means only)."""
+    seen = {r.id for r in rows}
+    if not any(q.id in seen for q in golden.queries):
+        return ()
+    run = RecordedRun(run_id=side.run_id, rows=tuple(rows), params=side.params, tags=side.tags)
+    result = rescore(run, golden, intersect=True, quiet=True).result
+    return tuple(read_compact(result.per_query_path, keep_query=False, names=names))
+
+
+def _optimistic_sides(baseline: RunSide, candidate: RunSide, golden: GoldenSet, k: int,
+                      names: set[str]) -> tuple[dict[str, _Count], RunSide, RunSide]:
+    """The unjudged counts and both sides rescored on one optimistic set of judgments (the
+    golden set plus every unjudged document either run has in its top k, at grade 1), a
+    chunk of the golden set at a time, in its order: what rescoring the whole would give."""
+    sides = {"baseline": baseline, "candidate": candidate}
+    counts = {role: _Count() for role in sides}
+    upper: dict[str, list[CompactRow]] = {role: [] for role in sides}
+    for chunk in _chunks(golden):
+        ids = [q.id for q in chunk.queries]
+        rows = {role: list(side.full_rows(ids)) for role, side in sides.items()}
+        docs = {role: unjudged_docs(chunk, rows[role], k) for role in sides}
+        union: dict[str, list[str]] = {}
+        for role, found in docs.items():
+            counts[role].hits += sum(map(len, found.values()))
+            counts[role].queries += len(found)
+            for qid, doc_ids in found.items():
+                union[qid] = list(dict.fromkeys([*union.get(qid, []), *doc_ids]))
+        optimistic = optimistic_golden(chunk, union)
+        for role, side in sides.items():
+            upper[role] += _rescored_rows(side, rows[role], optimistic, names)
+    for role, side in sides.items():
+        if not upper[role]:  # shares no query with the golden set: rescore says so
+            rescore(RecordedRun(run_id=side.run_id, rows=(), params=side.params,
+                                tags=side.tags), golden, intersect=True, quiet=True)
+    b, c = (replace(side, rows=tuple(upper[role]), per_query_sha256=golden.digest, source=None,
+                    tags={**side.tags, "kebab.golden_sha256": golden.digest,
+                          "kebab.per_query_sha256": golden.digest})
+            for role, side in sides.items())
+    return counts, b, c
 
 
 def with_unjudged_bounds(result: Comparison, baseline: RunSide, candidate: RunSide,
@@ -46,19 +120,12 @@ def with_unjudged_bounds(result: Comparison, baseline: RunSide, candidate: RunSi
 
     if mode is UnjudgedMode.OFF:
         return result
-    counts = {role: unjudged_docs(golden, side.rows, k)
-              for role, side in (("baseline", baseline), ("candidate", candidate))}
-    union: dict[str, list[str]] = {}
-    for docs in counts.values():
-        for qid, ids in docs.items():
-            union[qid] = list(dict.fromkeys([*union.get(qid, []), *ids]))
-    optimistic = optimistic_golden(golden, union)
-    upper = compare_runs(_optimistic_side(baseline, optimistic),
-                         _optimistic_side(candidate, optimistic), options)
+    counts, upper_b, upper_c = _optimistic_sides(baseline, candidate, golden, k,
+                                                 _upper_names(options, (baseline, candidate)))
+    upper = compare_runs(upper_b, upper_c, options)
     name = result.primary.name
     notes = [f"unjudged hits in the top {k}: " + ", ".join(
-        f"{role} {sum(map(len, docs.values()))} ({_per_query(docs)}/query)"
-        for role, docs in counts.items()),
+        f"{role} {count.words()}" for role, count in counts.items()),
         f"{name} with unjudged counted relevant: baseline "
         f"{_bound(result.primary.baseline, upper.primary.baseline)}, candidate "
         f"{_bound(result.primary.candidate, upper.primary.candidate)}; verdict "
@@ -71,10 +138,6 @@ def with_unjudged_bounds(result: Comparison, baseline: RunSide, candidate: RunSi
                                 f"non-relevant and {upper.verdict} with them counted relevant",
                                 *result.reasons))
     return replace(result, notes=(*result.notes, *notes))
-
-
-def _per_query(docs: dict[str, list[str]]) -> str:
-    return f"{sum(map(len, docs.values())) / max(len(docs), 1):.1f}"
 
 
 def _bound(lower: float | None, upper: float | None) -> str:

@@ -59,7 +59,7 @@ from kebab_mlflow.comparison.records import (
     Verdict,
 )
 from kebab_mlflow.errors import ComparisonRefused, Problem
-from kebab_mlflow.evaluation.per_query import PerQueryRow
+from kebab_mlflow.evaluation.per_query import QueryRow
 from kebab_mlflow.formatting import number
 from kebab_mlflow.metrics.answers import AbstentionOutcome
 from kebab_mlflow.metrics.registry import MRR_CUTOFF, Level, parse_metric
@@ -90,13 +90,13 @@ def _higher_is_better(name: str) -> bool:
 # per-query classes
 
 
-def _truth(row: PerQueryRow, level: str, by_first_rank: bool) -> bool:
+def _truth(row: QueryRow, level: str, by_first_rank: bool) -> bool:
     if by_first_rank:
         return (row.first_relevant_rank or {})[level] is not None
-    return row.scores.get("mrr" if level == "chunk" else "mrr_doc") is not None
+    return row.score("mrr" if level == "chunk" else "mrr_doc") is not None
 
 
-def _truth_level(b: PerQueryRow, c: PerQueryRow, chunk_ok: bool, by_first_rank: bool) -> str:
+def _truth_level(b: QueryRow, c: QueryRow, chunk_ok: bool, by_first_rank: bool) -> str:
     """Where the golden set has this query's ground truth (either run saw it)."""
     for level in (("chunk", "doc") if chunk_ok else ("doc",)):
         if _truth(b, level, by_first_rank) or _truth(c, level, by_first_rank):
@@ -104,7 +104,7 @@ def _truth_level(b: PerQueryRow, c: PerQueryRow, chunk_ok: bool, by_first_rank: 
     return "none"
 
 
-def _rank(row: PerQueryRow, level: str, by_first_rank: bool) -> tuple[bool, int | None]:
+def _rank(row: QueryRow, level: str, by_first_rank: bool) -> tuple[bool, int | None]:
     """(has ground truth, first-hit rank or None for a miss: nothing relevant in the top
     ``MRR_CUTOFF``, or in the top ``--k`` of a shallower run), from ``first_relevant_rank``
     when both runs' files have it; else from the per-query MRR (files written before it
@@ -113,11 +113,11 @@ def _rank(row: PerQueryRow, level: str, by_first_rank: bool) -> tuple[bool, int 
     if by_first_rank:
         rank = (row.first_relevant_rank or {})[level]
         if rank is None:
-            return False, (1 if row.hits else None)
+            return False, (1 if row.has_hits else None)
         return True, (rank if 0 < rank <= MRR_CUTOFF else None)
-    value = row.scores.get("mrr" if level == "chunk" else "mrr_doc")
+    value = row.score("mrr" if level == "chunk" else "mrr_doc")
     if value is None:
-        return False, (1 if row.hits else None)
+        return False, (1 if row.has_hits else None)
     return True, (round(1.0 / value) if value > 0 else None)
 
 
@@ -127,12 +127,6 @@ def _classify(has_truth: bool, base: int | None, cand: int | None) -> QueryKind:
     if cand is None:
         return QueryKind.REGRESSION if has_truth else QueryKind.LOSS
     return QueryKind.WIN if cand < base else QueryKind.LOSS if cand > base else QueryKind.DRAW
-
-
-def _refused(row: PerQueryRow) -> bool | None:
-    if not isinstance(row.answer, dict):
-        return None
-    return row.answer.get("refusal_reason") is not None
 
 
 def _flip(before: bool | None, after: bool | None, words: tuple[str, str]) -> str | None:
@@ -166,7 +160,7 @@ def _combined_kind(retrieval: QueryKind, abstention: QueryKind | None) -> QueryK
     return abstention
 
 
-def _query_diff(b: PerQueryRow, c: PerQueryRow, chunk_ok: bool, private: bool,
+def _query_diff(b: QueryRow, c: QueryRow, chunk_ok: bool, private: bool,
                 by_first_rank: bool) -> QueryDiff:
     level = _truth_level(b, c, chunk_ok, by_first_rank)
     rank_level = level if level != "none" else ("chunk" if chunk_ok else "doc")
@@ -176,11 +170,12 @@ def _query_diff(b: PerQueryRow, c: PerQueryRow, chunk_ok: bool, private: bool,
     if has_truth and not (truth_b and truth_c):  # truth on one side only: a miss on the other
         rank_b = rank_b if truth_b else None
         rank_c = rank_c if truth_c else None
-    ca_b, ca_c = b.scores.get("contains_all"), c.scores.get("contains_all")
+    ca_b, ca_c = b.score("contains_all"), c.score("contains_all")
     contains = _flip(None if ca_b is None else bool(ca_b), None if ca_c is None else bool(ca_c),
                      ("gained", "lost"))
-    refusal = _flip(_refused(b), _refused(c), ("started", "stopped"))
-    top = (float(c.hits[0]["score"]) - float(b.hits[0]["score"])) if b.hits and c.hits else None
+    refusal = _flip(b.refused, c.refused, ("started", "stopped"))
+    top = (c.top_score - b.top_score
+           if b.top_score is not None and c.top_score is not None else None)
     query = None if private else (b.query if b.query is not None else c.query)
     abstention = abstention_kind(b.abstention, c.abstention)
     kind = _combined_kind(_classify(has_truth, rank_b, rank_c), abstention)
@@ -205,10 +200,16 @@ def _comparison_level(queries: Sequence[QueryDiff], abstention_cases: int = 0) -
 # which metrics gate
 
 
-def _valued(rows: Sequence[PerQueryRow], keys: set[str]) -> set[str]:
+def _valued(rows: Sequence[QueryRow], keys: set[str]) -> set[str]:
     """The metrics of ``keys`` with a value (ground truth) on at least one query of the rows
     (``any`` stops at the first: usually the first row)."""
-    return {k for k in keys if any(r.scores.get(k) is not None for r in rows)}
+    return {k for k in keys if any(r.score(k) is not None for r in rows)}
+
+
+def _score_names(rows: Sequence[QueryRow]) -> set[str]:
+    """Every score name of the rows (compact rows share one name collection: read once)."""
+    distinct = {id(names): names for names in (r.score_names for r in rows)}
+    return {k for names in distinct.values() for k in names}
 
 
 def default_primary(queries: Sequence[QueryDiff], valued: set[str], chunk_ok: bool) -> str:
@@ -230,8 +231,7 @@ def _gates(baseline: RunSide, candidate: RunSide, options: CompareOptions,
     """(asked, compared, role) triples — the primary first —, problems, and where the
     primary came from. A metric named by the user must be scored by both runs; the default
     primary must also have values (ground truth) in both."""
-    keys = ({k for r in baseline.rows for k in r.scores}
-            & {k for r in candidate.rows for k in r.scores})
+    keys = _score_names(baseline.rows) & _score_names(candidate.rows)
     valued = _valued(baseline.rows, keys) & _valued(candidate.rows, keys)
     named = options.primary or baseline.tags.get(PRIMARY_TAG) or candidate.tags.get(PRIMARY_TAG)
     source = ("--primary" if options.primary else
@@ -266,11 +266,11 @@ def _gates(baseline: RunSide, candidate: RunSide, options: CompareOptions,
 # statistics and the verdict
 
 
-def _paired(pairs: Sequence[tuple[PerQueryRow, PerQueryRow]], name: str
+def _paired(pairs: Sequence[tuple[QueryRow, QueryRow]], name: str
             ) -> tuple[np.ndarray, np.ndarray]:
-    vb = np.array([np.nan if b.scores.get(name) is None else b.scores[name] for b, _ in pairs],
+    vb = np.array([np.nan if (v := b.score(name)) is None else v for b, _ in pairs],
                   dtype=np.float64)
-    vc = np.array([np.nan if c.scores.get(name) is None else c.scores[name] for _, c in pairs],
+    vc = np.array([np.nan if (v := c.score(name)) is None else v for _, c in pairs],
                   dtype=np.float64)
     both = ~(np.isnan(vb) | np.isnan(vc))
     return vb[both], vc[both]

@@ -25,9 +25,11 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Callable, Iterator, Mapping
+from array import array
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import IO, Any
 
 from kebab_mlflow.errors import PerQueryError, Problem
@@ -115,6 +117,33 @@ class PerQueryRow:
     evidence: tuple[dict[str, Any], ...] | None = None  # how its evidence spans resolved
     truncated_hits: int = 0  # hits past k the pipeline returned (dropped); rescore replays it
 
+    # what compare reads of a row, the same on a CompactRow
+    def score(self, name: str) -> float | None:
+        return self.scores.get(name)
+
+    @property
+    def score_names(self) -> Iterable[str]:
+        return self.scores.keys()
+
+    @property
+    def has_hits(self) -> bool:
+        return bool(self.hits)
+
+    @property
+    def top_score(self) -> float | None:
+        return float(self.hits[0]["score"]) if self.hits else None
+
+    @property
+    def refused(self) -> bool | None:
+        """Whether its answer is a refusal; None without an answer."""
+        if not isinstance(self.answer, dict):
+            return None
+        return self.answer.get("refusal_reason") is not None
+
+    @property
+    def has_evidence(self) -> bool:
+        return self.evidence is not None
+
 
 def read_per_query(path: Path, shown_as: str | None = None) -> Iterator[PerQueryRow]:
     """Read rows back; any malformed line is a PerQueryError naming file and line —
@@ -200,3 +229,94 @@ def _row(raw: bytes, where: str) -> PerQueryRow:
                        flip_rate=None if v["flip_rate"] is None else float(v["flip_rate"]),
                        evidence=None if v["evidence"] is None else tuple(v["evidence"]),
                        truncated_hits=v["truncated_hits"])
+
+
+# ---------------------------------------------------------------------------------------------
+# compact rows: what compare keeps of a line, never its hit list (issue 32)
+
+_NAMES: dict[tuple[str, ...], dict[str, int]] = {}  # score names -> their index, shared
+_RANKS: dict[tuple[tuple[str, int | None], ...], Mapping[str, int | None]] = {}
+
+
+class CompactRow:
+    """One ``per_query.jsonl`` line as compare needs it: the scores packed in an array (one
+    name tuple shared by every row with the same names), the first relevant ranks (shared by
+    every row with the same ones), whether there are hits and the top hit's score, the answer's
+    refusal flag, and the line's byte ``offset`` to read the whole row again
+    (:func:`read_rows_at`). ``query`` is None when not kept."""
+
+    __slots__ = ("_names", "_nones", "_values", "abstention", "first_relevant_rank", "flip_rate",
+                 "has_evidence", "has_hits", "id", "offset", "query", "refused", "top_score")
+
+    def __init__(self, row: PerQueryRow, offset: int, keep_query: bool = True,
+                 names: Collection[str] | None = None):
+        self.id = row.id
+        self.query = row.query if keep_query else None
+        kept = tuple(n for n in row.scores if names is None or n in names)
+        index = _NAMES.get(kept)
+        if index is None:
+            index = _NAMES.setdefault(kept, {n: i for i, n in enumerate(kept)})
+        self._names = index
+        values = [row.scores[n] for n in kept]
+        self._values = array("d", [math.nan if v is None else v for v in values])
+        self._nones = sum(1 << i for i, v in enumerate(values) if v is None)
+        self.first_relevant_rank = _shared_ranks(row.first_relevant_rank)
+        self.abstention = row.abstention
+        self.flip_rate = row.flip_rate
+        self.has_evidence = row.evidence is not None
+        self.has_hits = bool(row.hits)
+        self.top_score = row.top_score
+        self.refused = row.refused
+        self.offset = offset
+
+    def score(self, name: str) -> float | None:
+        i = self._names.get(name)
+        if i is None or self._nones >> i & 1:
+            return None
+        return self._values[i]
+
+    @property
+    def score_names(self) -> Iterable[str]:
+        return self._names.keys()
+
+    @property
+    def scores(self) -> dict[str, float | None]:
+        """The scores as a dict (built on each call: :meth:`score` reads one)."""
+        return {n: self.score(n) for n in self._names}
+
+
+def _shared_ranks(ranks: Mapping[str, int | None] | None) -> Mapping[str, int | None] | None:
+    if ranks is None:
+        return None
+    key = tuple(ranks.items())
+    shared = _RANKS.get(key)
+    if shared is None:
+        shared = _RANKS.setdefault(key, MappingProxyType(dict(ranks)))
+    return shared
+
+
+#: A row as compare reads it: parsed whole (in memory, tests) or compact (from a file).
+QueryRow = PerQueryRow | CompactRow
+
+
+def read_compact(path: Path, shown_as: str | None = None, keep_query: bool = True,
+                 names: Collection[str] | None = None) -> Iterator[CompactRow]:
+    """Read rows back compact, checked as :func:`read_per_query` checks them (the same
+    errors), each with its line's byte offset. ``names``: keep only these scores."""
+    where = shown_as or str(path)
+    offset = 0
+    with path.open("rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            if raw.strip():
+                yield CompactRow(_row(raw, f"{where}:{lineno}"), offset, keep_query, names)
+            offset += len(raw)
+
+
+def read_rows_at(path: Path, offsets: Iterable[int], shown_as: str | None = None
+                 ) -> Iterator[PerQueryRow]:
+    """The whole rows at these byte offsets (from :class:`CompactRow`), in the order given."""
+    where = shown_as or str(path)
+    with path.open("rb") as fh:
+        for offset in offsets:
+            fh.seek(offset)
+            yield _row(fh.readline(), f"{where}@{offset}")
