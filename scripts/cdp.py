@@ -161,15 +161,16 @@ class Browser:
         }})()""")
         await asyncio.sleep(1)
 
-    async def screenshot(self, path: Path, width: int | None = None) -> None:
-        """A PNG of the viewport; ``width``: scaled down and reduced to 128 colours (pictures
-        for the docs stay small)."""
+    async def screenshot(self, path: Path, width: int | None = None, colors: int = 128) -> None:
+        """A PNG of the viewport, reduced to ``colors`` colours (pictures for the docs stay
+        small); ``width``: scaled down to it first."""
         shot = await self.call("Page.captureScreenshot", format="png")
         path.write_bytes(base64.b64decode(shot["data"]))
-        if width:
-            from PIL import Image
+        from PIL import Image
 
-            with Image.open(path) as image:
-                small = image.convert("RGB").resize(
-                    (width, round(image.height * width / image.width)), Image.LANCZOS)
-            small.quantize(128).save(path, optimize=True)
+        with Image.open(path) as image:
+            small = image.convert("RGB")
+        if width:
+            small = small.resize((width, round(small.height * width / small.width)),
+                                 Image.LANCZOS)
+        small.quantize(colors).save(path, optimize=True)

@@ -137,11 +137,12 @@ def span_times(p: TracePayload, start_ns: int) -> dict[str, tuple[int, int]]:
 
 
 def document_metadata(hit: Mapping[str, Any]) -> dict[str, Any]:
-    """A retrieved document's metadata in the retriever span: ids, score, rank and its
-    judgment (the keys starting with ``judgment``)."""
-    return {"doc_uri": hit["doc_id"], "doc_id": hit["doc_id"], "chunk_id": hit["chunk_id"],
-            "score": hit["score"], "rank": hit["rank"],
-            **{k: v for k, v in hit.items() if k.startswith("judgment")}}
+    """A retrieved document's metadata in the retriever span: its judgment first (the keys
+    starting with ``judgment``: the trace view's document list shows the first key beside
+    each document), then ids, score and rank."""
+    return {**{k: v for k, v in hit.items() if k.startswith("judgment")},
+            "doc_uri": hit["doc_id"], "doc_id": hit["doc_id"], "chunk_id": hit["chunk_id"],
+            "score": hit["score"], "rank": hit["rank"]}
 
 
 def trace_tags(p: TracePayload) -> dict[str, str]:
