@@ -151,13 +151,14 @@ class Browser:
             return true;
         }})()"""))
 
-    async def scroll_to_text(self, prefix: str) -> None:
-        """Scroll the innermost element whose text starts with ``prefix`` to the top."""
+    async def scroll_to_text(self, prefix: str, block: str = "start") -> None:
+        """Scroll the innermost element whose text starts with ``prefix`` to the top (or
+        ``block``: ``center``, ``end``, ``nearest``)."""
         await self.evaluate(f"""(() => {{
             const all = [...document.querySelectorAll('body *')].filter(
                 e => e.innerText && e.innerText.startsWith({json.dumps(prefix)}));
             const leaf = all.filter(e => ![...e.children].some(c => all.includes(c)));
-            if (leaf.length) leaf[0].scrollIntoView({{block: 'start'}});
+            if (leaf.length) leaf[0].scrollIntoView({{block: {json.dumps(block)}}});
         }})()""")
         await asyncio.sleep(1)
 

@@ -90,7 +90,8 @@ class Store:
     golden: dict[str, str] = field(default_factory=dict)  # run id → kebab.golden_version
     models: list[str] = field(default_factory=list)  # every LoggedModel's name
     scifact: str | None = None  # the SciFact run's id, when the dataset is there
-    asked_query: str = ""  # a traced query with an answer (its trace has all three spans)
+    # a traced query with an answer (three spans) and relevant and not relevant documents
+    asked_query: str = ""
 
 
 def kebab(args: list[str], work: Path) -> str:
@@ -138,8 +139,8 @@ def read_store(uri: str, baseline: str, candidate: str, sweep_parent: str,
     experiment_id = run.info.experiment_id
     model = client.get_logged_model(run.outputs.model_outputs[0].model_id)
     traces = client.search_traces(locations=[experiment_id], run_id=candidate)
-    asked = next(t.info.request_preview for t in traces
-                 if any(s.name == "answer" for s in t.data.spans))
+    asked = next((t.info.request_preview for t in traces if _shows_every_kind(t)),
+                 traces[0].info.request_preview)  # none such: the check then says so
     runs = {r: client.get_run(r).data for r in [baseline, candidate, *filter(None, [scifact])]}
     return Store(uri, experiment_id, baseline, candidate, sweep_parent, model.name,
                  run.inputs.dataset_inputs[0].dataset.name, run.data.tags["kebab.verdict"],
@@ -149,6 +150,13 @@ def read_store(uri: str, baseline: str, candidate: str, sweep_parent: str,
                  {r: d.tags["kebab.golden_version"] for r, d in runs.items()},
                  [m.name for m in client.search_logged_models([experiment_id])],
                  scifact, asked)
+
+
+def _shows_every_kind(trace) -> bool:  # noqa: ANN001 - an MLflow Trace
+    """An asked query's trace whose documents are both relevant and not relevant."""
+    spans = {s.name: s for s in trace.data.spans}
+    marks = {d["metadata"].get("judgment") for d in (spans["retrieve"].outputs or [])}
+    return "answer" in spans and {"relevant", "not relevant"} <= marks
 
 
 def summary_metrics(metrics: dict[str, float]) -> list[str]:
@@ -406,7 +414,7 @@ async def check_traces(b: Browser, store: Store, base: str, checks: Checks) -> N
                   None if times and len(set(times.groups())) == 3 else
                   f"span times {times.groups() if times else None}", text)
     checks.expect("one trace: the retrieved documents marked with their judgment", text,
-                  'judgment: "relevant"', 'judgment: "not relevant"')
+                  "judgment", '"relevant"', '"not relevant"')
 
 
 async def check_pages(store: Store, base: str, checks: Checks) -> None:
@@ -451,6 +459,9 @@ async def screenshots(store: Store, base: str, url: str, shots: Path) -> None:
             await b.open(run_page)
             await b.wait_text(lambda t: "Compare: " in t and "Metrics (" in t)
             await asyncio.sleep(3)
+            # the description (the verdict line, then the summary) in view: at 1280 px the page
+            # is one column, the description below the run's details and tags
+            await b.scroll_to_text("Description", "center")
             await b.screenshot(shots / f"ui-compared-run-{width}.png", colors=SHOT_COLORS)
             await b.open(f"{base}/#/experiments/{store.experiment_id}/models?{ML}")
             await b.wait_text(lambda t: store.model_name in t)

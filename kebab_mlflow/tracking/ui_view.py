@@ -53,7 +53,8 @@ VERDICT_COLUMN = f"tags.`{vocab.VERDICT}`"  # compare's verdict on the candidate
 BASELINE_COLUMN = f"tags.`{vocab.BASELINE_NAME}`"  # the name of the run it was compared to
 GOLDEN_VERSION_COLUMN = f"tags.`{vocab.GOLDEN_VERSION}`"  # golden name@short digest (issue 30)
 LEADING_COLUMNS = (VERDICT_COLUMN, BASELINE_COLUMN, GOLDEN_VERSION_COLUMN)
-LEADING_WIDTHS = {VERDICT_COLUMN: 110, BASELINE_COLUMN: 130, GOLDEN_VERSION_COLUMN: 200}
+# px: each header whole ("kebab.baseline_name"), a golden version whole ("kebab-fixtures@89671936")
+LEADING_WIDTHS = {VERDICT_COLUMN: 110, BASELINE_COLUMN: 160, GOLDEN_VERSION_COLUMN: 190}
 DATASET_WIDTH = 220  # px; the UI's default 300 leaves room for two metrics fewer
 MAX_METRIC_COLUMNS = 60  # the UI refuses a saved view over 20,000 characters
 PRIMARIES_KEY = "kebabPrimaries"  # kebab's own key in the envelope: the primary columns
