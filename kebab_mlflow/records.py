@@ -76,6 +76,10 @@ class QueryResult:
     latency_ms: float = 0.0
     error: str | None = None
     truncated_hits: int = 0  # hits past the depth k that the pipeline returned, dropped
+    # the query's stages as measured by the query loop (latency_ms = search_ms + answer_ms);
+    # None when the target reports only one time per query (a run file, run_many)
+    search_ms: float | None = None
+    answer_ms: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

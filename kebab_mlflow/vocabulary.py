@@ -41,6 +41,7 @@ RESCORE_DROPPED_QUERIES: Final = "kebab.rescore_dropped_queries"  # with --inter
 # --- tags compare writes on the candidate run --------------------------------------------
 VERDICT: Final = "kebab.verdict"
 COMPARED_TO: Final = "kebab.compared_to"
+BASELINE_NAME: Final = "kebab.baseline_name"  # the compared-to run's name (the UI's column)
 COMPARE_SEED: Final = "kebab.compare_seed"
 COMPARE_LEVEL: Final = "kebab.compare_level"
 COMPARE_PRIMARY: Final = "kebab.compare_primary"
@@ -68,6 +69,7 @@ TUNE_TEST_BEST_RUN_ID: Final = "kebab.tune_test_best_run_id"
 # --- tags on a per-query trace ------------------------------------------------------------
 TRACE_QUERY_ID: Final = "kebab.query_id"
 TRACE_FAILURE: Final = "kebab.failure"
+TRACE_STAGE_TIMES: Final = "kebab.stage_times"  # a StageTimes: are the spans' times measured
 
 # --- params of an eval run (the five versions are records.VERSION_KEYS) --------------------
 PRESET: Final = "preset"
@@ -103,6 +105,15 @@ class TuneRole(enum.StrEnum):
     TRAIN_BASELINE = "train-baseline"
     TEST_BASELINE = "test-baseline"
     TEST_BEST = "test-best"
+
+
+class StageTimes(enum.StrEnum):
+    """The value of the ``kebab.stage_times`` tag on a per-query trace."""
+
+    MEASURED = "measured"  # retrieve and answer spans last the times measured for them
+    # the target reports one time per query (a run file, run_many): the child spans last
+    # the whole query, no stage time is made up
+    NOT_MEASURED = "not_measured"
 
 
 class RunStatus(enum.StrEnum):

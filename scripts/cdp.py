@@ -151,25 +151,27 @@ class Browser:
             return true;
         }})()"""))
 
-    async def scroll_to_text(self, prefix: str) -> None:
-        """Scroll the innermost element whose text starts with ``prefix`` to the top."""
+    async def scroll_to_text(self, prefix: str, block: str = "start") -> None:
+        """Scroll the innermost element whose text starts with ``prefix`` to the top (or
+        ``block``: ``center``, ``end``, ``nearest``)."""
         await self.evaluate(f"""(() => {{
             const all = [...document.querySelectorAll('body *')].filter(
                 e => e.innerText && e.innerText.startsWith({json.dumps(prefix)}));
             const leaf = all.filter(e => ![...e.children].some(c => all.includes(c)));
-            if (leaf.length) leaf[0].scrollIntoView({{block: 'start'}});
+            if (leaf.length) leaf[0].scrollIntoView({{block: {json.dumps(block)}}});
         }})()""")
         await asyncio.sleep(1)
 
-    async def screenshot(self, path: Path, width: int | None = None) -> None:
-        """A PNG of the viewport; ``width``: scaled down and reduced to 128 colours (pictures
-        for the docs stay small)."""
+    async def screenshot(self, path: Path, width: int | None = None, colors: int = 128) -> None:
+        """A PNG of the viewport, reduced to ``colors`` colours (pictures for the docs stay
+        small); ``width``: scaled down to it first."""
         shot = await self.call("Page.captureScreenshot", format="png")
         path.write_bytes(base64.b64decode(shot["data"]))
-        if width:
-            from PIL import Image
+        from PIL import Image
 
-            with Image.open(path) as image:
-                small = image.convert("RGB").resize(
-                    (width, round(image.height * width / image.width)), Image.LANCZOS)
-            small.quantize(128).save(path, optimize=True)
+        with Image.open(path) as image:
+            small = image.convert("RGB")
+        if width:
+            small = small.resize((width, round(small.height * width / small.width)),
+                                 Image.LANCZOS)
+        small.quantize(colors).save(path, optimize=True)

@@ -245,3 +245,102 @@ def test_publishing_traces_again_duplicates_nothing(runs):
     assert sorted(len(t.info.assessments) for t in traces) == [1, 1, 1]
     assert {t.info.request_preview: t.info.assessments[0].value for t in traces} == {
         "query 0": 1.0, "query 1": 0.5, "query 2": pytest.approx(1 / 3)}
+
+
+def _expected_judgment(item: dict, hit: dict) -> tuple[str, int | None]:
+    """A hit's judgment read off the golden YAML entry by hand: relevant when its chunk is
+    listed or its doc is listed with a grade > 0; a doc listed with grade 0, or any other
+    chunk of a query with chunk truth, not relevant; anything else unjudged."""
+    docs = item.get("expected_doc_ids") or []
+    grades = docs if isinstance(docs, dict) else dict.fromkeys(docs, 1)
+    if hit["chunk_id"] in (item.get("expected_chunk_ids") or []):
+        return "relevant", 1
+    if grades.get(hit["doc_id"], 0) > 0:
+        return "relevant", grades[hit["doc_id"]]
+    if hit["doc_id"] in grades:
+        return "not relevant", 0
+    return ("not relevant", 0) if item.get("expected_chunk_ids") else ("unjudged", None)
+
+
+def test_spans_last_their_own_measured_times(runs, tmp_path):
+    rows = _rows(runs.uri, runs.again.run_id, tmp_path / "again")
+    traces = {t.info.tags["kebab.query_id"]: t for t in _traces(runs.uri, runs.again.run_id)}
+    asked = [r for r in rows.values() if r.answer is not None and not r.error]
+    assert asked and len(asked) < len(rows)
+    for row in rows.values():
+        # per_query.jsonl: the loop's stage times, which sum to the query's latency
+        assert set(row.stage_ms) == ({"search", "answer"} if row.answer is not None
+                                     else {"search"})
+        assert sum(row.stage_ms.values()) == pytest.approx(row.latency_ms, rel=1e-9)
+        trace = traces[row.id]
+        assert trace.info.tags["kebab.stage_times"] == "measured"
+        spans = {s.name: s for s in trace.data.spans}
+        root, retrieve = spans[f"query {row.id}"], spans["retrieve"]
+
+        def ms(span):
+            return (span.end_time_ns - span.start_time_ns) / 1e6
+
+        assert ms(root) == pytest.approx(max(row.latency_ms, 0.001), abs=1e-5)
+        assert ms(retrieve) == pytest.approx(row.stage_ms["search"], abs=1e-5)
+        if row.answer is not None:
+            answer = spans["answer"]
+            assert answer.start_time_ns == retrieve.end_time_ns  # the answer after the search
+            assert ms(answer) == pytest.approx(row.stage_ms["answer"], abs=1e-5)
+    # different stages, different times: not every span the query's total any more
+    row = asked[0]
+    spans = {s.name: s for s in traces[row.id].data.spans}
+    assert len({spans[n].end_time_ns - spans[n].start_time_ns
+                for n in (f"query {row.id}", "retrieve", "answer")}) == 3
+
+
+def test_the_retriever_span_marks_each_document_with_its_judgment(runs, tmp_path):
+    items = {q["id"]: q for q in yaml.safe_load(GOLDEN.read_text())["queries"]}
+    rows = _rows(runs.uri, runs.again.run_id, tmp_path / "again")
+    seen = set()
+    for trace in _traces(runs.uri, runs.again.run_id):
+        qid = trace.info.tags["kebab.query_id"]
+        retriever = next(s for s in trace.data.spans if s.span_type == "RETRIEVER")
+        docs = retriever.outputs or []
+        assert len(docs) == len(rows[qid].hits)
+        for doc, hit in zip(docs, rows[qid].hits, strict=True):
+            meta = doc["metadata"]
+            want = _expected_judgment(items[qid], hit)
+            assert (meta["judgment"], meta["judgment_grade"]) == want, (qid, hit)
+            seen.add(want[0])
+    assert {"relevant", "not relevant"} <= seen  # both kinds among the fixture set's hits
+
+
+def test_judgments_of_graded_and_unjudged_documents():
+    from kebab_mlflow.golden import GoldenQuery
+    from kebab_mlflow.tracking.traces import judgment
+
+    q = GoldenQuery(id="q", query="x", expected_doc_ids={"a": 2, "b": 0})
+    hit = {"chunk_id": "a#0", "doc_id": "a"}
+    assert judgment(hit, q) == {"judgment": "relevant", "judgment_grade": 2,
+                                "judgment_level": "doc"}
+    assert judgment({**hit, "doc_id": "b"}, q)["judgment"] == "not relevant"
+    assert judgment({**hit, "doc_id": "c"}, q) == {"judgment": "unjudged",
+                                                   "judgment_grade": None,
+                                                   "judgment_level": "doc"}
+    chunked = GoldenQuery(id="q", query="x", expected_chunk_ids=("a#1",))
+    assert judgment({"chunk_id": "a#1", "doc_id": "a"}, chunked)["judgment"] == "relevant"
+    assert judgment({"chunk_id": "a#0", "doc_id": "a"}, chunked)["judgment_level"] == "chunk"
+    assert judgment(hit, GoldenQuery(id="q", query="x"))["judgment"] == "unjudged"
+
+
+def test_a_target_without_stage_times_is_tagged_not_measured(runs):
+    """A run file reports one time per query: the child spans last the whole query, and the
+    trace says its stage times are not measured rather than making them up."""
+    from kebab_mlflow.tracking.store import Tracker
+    from kebab_mlflow.tracking.traces import TracePayload
+
+    tracker = Tracker(runs.uri)
+    exp = tracker.experiment_id("unmeasured")
+    run_id = tracker.start_run(exp, "r", {})
+    hit = {"doc_id": "d", "chunk_id": "d#0", "score": 2.5, "rank": 1, "text": "t"}
+    p = TracePayload(query_id="q0", query="query 0", hits=(hit,), answer=None, scores={},
+                     error=None, latency_ms=2.0, failure=())
+    assert tracker.log_traces(exp, run_id, [p]) == 1
+    (trace,) = _traces(runs.uri, run_id)
+    assert trace.info.tags["kebab.stage_times"] == "not_measured"
+    assert {(s.end_time_ns - s.start_time_ns) for s in trace.data.spans} == {2_000_000}

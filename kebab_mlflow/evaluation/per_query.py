@@ -7,6 +7,9 @@ users ``jq``. Core keys (more may be added)::
      "scores": {metric: value | null}, "latency_ms", "error",
      "first_relevant_rank": {level: rank | 0 (a miss) | null (no ground truth)},
      "truncated_hits": N,   # only when the pipeline returned N hits past k (dropped)
+     "stage_ms": {"search", "answer"},  # ms the query loop measured for each stage (they
+                            # sum to latency_ms; answer only for an ask query); absent when
+                            # the target reports one time per query (a run file, run_many)
      "abstention": "correct_refusal" | "boundary_partial" | "incorrect_answer",
                             # only on an unanswerable ask query (metrics/answers.py)
      "repeats": [{"hits", "answer", "scores", "latency_ms", "error"}], "flip_rate",
@@ -62,6 +65,9 @@ def record(query: GoldenQuery, result: QueryResult, scores: Mapping[str, float],
         "latency_ms": result.latency_ms,
         "error": result.error,
     }
+    if result.search_ms is not None:  # the stages the query loop timed (traces' spans)
+        rec["stage_ms"] = {"search": result.search_ms, **(
+            {} if result.answer_ms is None else {"answer": result.answer_ms})}
     if result.truncated_hits:  # the pipeline returned more than k: only the first k are kept
         rec["truncated_hits"] = result.truncated_hits
     outcome = abstention_outcome(query, result.answer)
@@ -116,6 +122,7 @@ class PerQueryRow:
     flip_rate: float | None = None  # run --repeat: share of repeats off the modal outcome
     evidence: tuple[dict[str, Any], ...] | None = None  # how its evidence spans resolved
     truncated_hits: int = 0  # hits past k the pipeline returned (dropped); rescore replays it
+    stage_ms: dict[str, float] | None = None  # {"search", "answer"}: as the query loop timed
 
     # what compare reads of a row, the same on a CompactRow
     def score(self, name: str) -> float | None:
@@ -199,6 +206,8 @@ _FIELDS: dict[str, tuple[Any, Callable[[Any], bool], str]] = {
     "evidence": (None, _optional(lambda v: isinstance(v, list) and all(
         isinstance(e, dict) for e in v)), "must be a list of objects"),
     "truncated_hits": (0, _count, "must be an integer >= 0"),
+    "stage_ms": (None, _optional(lambda v: isinstance(v, dict) and all(
+        _number(x) for x in v.values())), "must map stages to milliseconds or be absent"),
 }
 
 
@@ -228,7 +237,7 @@ def _row(raw: bytes, where: str) -> PerQueryRow:
                        first_relevant_rank=v["first_relevant_rank"], abstention=v["abstention"],
                        flip_rate=None if v["flip_rate"] is None else float(v["flip_rate"]),
                        evidence=None if v["evidence"] is None else tuple(v["evidence"]),
-                       truncated_hits=v["truncated_hits"])
+                       truncated_hits=v["truncated_hits"], stage_ms=v["stage_ms"])
 
 
 # ---------------------------------------------------------------------------------------------

@@ -90,9 +90,11 @@ class ReplayTarget:
 def _result(row: PerQueryRow, depth: int) -> QueryResult:
     hits = tuple(Hit(chunk_id=h["chunk_id"], doc_id=h["doc_id"], score=h["score"],
                      rank=h["rank"]) for h in row.hits)
+    stages = row.stage_ms or {}  # replayed as recorded (absent in older files: none)
     return QueryResult(query_id=row.id, hits=hits[:depth], answer=_answer(row.answer),
                        latency_ms=row.latency_ms, error=row.error,
-                       truncated_hits=row.truncated_hits)
+                       truncated_hits=row.truncated_hits, search_ms=stages.get("search"),
+                       answer_ms=stages.get("answer"))
 
 
 def _answer(recorded: Mapping[str, Any] | None) -> Answer | None:

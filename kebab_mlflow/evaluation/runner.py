@@ -290,6 +290,7 @@ def _answer(pipeline: Any, query: GoldenQuery, hits: tuple[Any, ...], error: str
         error = _validate_hits(hits)
         if error:
             hits = ()
+    search_s, answer_s = seconds, None  # the stages' times (spans of the query's trace)
     if error is None and query.ask:
         start = time.perf_counter()
         try:
@@ -299,10 +300,11 @@ def _answer(pipeline: Any, query: GoldenQuery, hits: tuple[Any, ...], error: str
         except Exception as exc:  # noqa: BLE001
             error = _error_text(exc)
             traceback.clear_frames(exc.__traceback__)
-        seconds += time.perf_counter() - start
+        answer_s = time.perf_counter() - start
     return QueryResult(query_id=query.id, hits=hits if error is None else (), answer=answer,
-                       latency_ms=seconds * 1000.0, error=error,
-                       truncated_hits=truncated if error is None else 0)
+                       latency_ms=(search_s + (answer_s or 0.0)) * 1000.0, error=error,
+                       truncated_hits=truncated if error is None else 0, search_ms=search_s * 1e3,
+                       answer_ms=None if answer_s is None else answer_s * 1e3)
 
 
 def _run_many(pipeline: Any, queries: Sequence[GoldenQuery], depth: int) -> list[QueryResult]:

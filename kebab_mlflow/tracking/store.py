@@ -678,31 +678,31 @@ def _span_id(*parts: str) -> int:
 
 
 def _trace_spans(run_id: str, p: TracePayload, start_ns: int) -> tuple[str, list[Any], int]:
-    """(trace id, [root CHAIN, RETRIEVER, answer span], end time) for one query; the spans
-    last the query's measured latency."""
+    """(trace id, [root CHAIN, RETRIEVER, answer span], end time) for one query; each span
+    lasts its own measured time (tracking/traces.py: span_times)."""
     from mlflow.entities import Document, SpanType
     from mlflow.tracing.utils import generate_mlflow_trace_id_from_otel_trace_id
 
+    from kebab_mlflow.tracking.traces import document_metadata, span_times
+
     otel_trace = int(hashlib.sha256(f"{run_id}\x00{p.query_id}".encode()).hexdigest()[:32], 16)
     trace_id = generate_mlflow_trace_id_from_otel_trace_id(otel_trace)
-    end_ns = start_ns + max(int(p.latency_ms * 1e6), 1000)
+    times = span_times(p, start_ns)
     documents = [Document(page_content=h["text"], id=h["chunk_id"],
-                          metadata={"doc_uri": h["doc_id"], "doc_id": h["doc_id"],
-                                    "chunk_id": h["chunk_id"], "score": h["score"],
-                                    "rank": h["rank"]}).to_dict() for h in p.hits]
+                          metadata=document_metadata(h)).to_dict() for h in p.hits]
     root = _span(otel_trace, trace_id, _span_id(trace_id, "root"), None, f"query {p.query_id}",
-                 SpanType.CHAIN, (start_ns, end_ns), {"query": p.query},
+                 SpanType.CHAIN, times["root"], {"query": p.query},
                  _root_outputs(p), p.error)
     retrieve = _span(otel_trace, trace_id, _span_id(trace_id, "retrieve"), root, "retrieve",
-                     SpanType.RETRIEVER, (start_ns, end_ns), {"query": p.query}, documents,
+                     SpanType.RETRIEVER, times["retrieve"], {"query": p.query}, documents,
                      p.error if not p.hits else None)
     spans = [root, retrieve]
     if p.answer is not None:
         spans.append(_span(otel_trace, trace_id, _span_id(trace_id, "answer"), root, "answer",
-                           SpanType.CHAIN, (start_ns, end_ns),
+                           SpanType.CHAIN, times["answer"],
                            {"query": p.query, "context": [h["chunk_id"] for h in p.hits]},
                            p.answer, None))
-    return trace_id, spans, end_ns
+    return trace_id, spans, times["root"][1]
 
 
 def _root_outputs(p: TracePayload) -> dict[str, Any]:
@@ -733,6 +733,8 @@ def _trace_info(experiment_id: str, run_id: str, model_id: str | None, trace_id:
     from mlflow.entities import AssessmentSource, Feedback, TraceInfo, TraceLocation, TraceState
     from mlflow.tracing.constant import TraceMetadataKey
 
+    from kebab_mlflow.tracking.traces import trace_tags
+
     source = AssessmentSource(source_type="CODE", source_id="kebab-mlflow")
     metadata = {TraceMetadataKey.SOURCE_RUN: run_id, "mlflow.trace_schema.version": "3"}
     if model_id:
@@ -744,8 +746,7 @@ def _trace_info(experiment_id: str, run_id: str, model_id: str | None, trace_id:
         request_preview=p.query[:1000],
         response_preview=_response_preview(p)[:1000],
         trace_metadata=metadata,
-        tags={"mlflow.traceName": p.query_id, vocab.TRACE_QUERY_ID: p.query_id,
-              vocab.TRACE_FAILURE: ",".join(p.failure) or "none"},
+        tags=trace_tags(p),
         assessments=[Feedback(name=name, value=value, source=source, trace_id=trace_id)
                      for name, value in p.scores.items()])
 
