@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from kebab_mlflow.golden import GoldenQuery
+from kebab_mlflow.metrics.registry import UPPER_SUFFIX
 from kebab_mlflow.names import metric_key
 
 
@@ -61,7 +62,6 @@ BREAKDOWNS = ("by_query_type", "by_hardcase_category", "by_metadata_field")
 SCALAR_BLOCKS = ("abstention_outcomes", "abstention_calibration", "abstention_calibration_raw",
                  "latency", "repeats")
 MetricBlock = Mapping[str, float | None]
-UPPER_SUFFIX = "_upper"  # a metric with unjudged hits counted relevant (metrics/unjudged.py)
 ReliabilityBin = tuple[float, float | None, float | None, int]  # lower edge, confidence, acc., n
 
 

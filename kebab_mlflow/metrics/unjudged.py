@@ -25,8 +25,14 @@ from collections.abc import Iterator, Mapping, Sequence
 
 import numpy as np
 
-from kebab_mlflow.metrics.aggregate import UPPER_SUFFIX, mean_or_none
-from kebab_mlflow.metrics.registry import MRR_CUTOFF, Level, MetricDef, retrieval_metrics
+from kebab_mlflow.metrics.aggregate import mean_or_none
+from kebab_mlflow.metrics.registry import (
+    MRR_CUTOFF,
+    UPPER_SUFFIX,
+    Level,
+    MetricDef,
+    retrieval_metrics,
+)
 from kebab_mlflow.metrics.retrieval import RelevanceTable, first_appearance
 
 BOUND_LEVEL = Level.DOC  # chunk judgments are all positive: nothing is unjudged there
