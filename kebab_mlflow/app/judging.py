@@ -91,9 +91,9 @@ def hit_passages(queue: JudgingQueue, runs: Sequence[RecordedRun],
     docs = {d.doc_id: d for d in load_corpus(corpus).documents if d.doc_id in wanted}
     chunkers = _chunkers(runs)
     chunks: dict[str, str] = {}
-    for doc in docs.values():
+    for document in docs.values():
         for config in chunkers:
-            chunks.update({c.chunk_id: c.text for c in chunk_document(doc, config)})
+            chunks.update({c.chunk_id: c.text for c in chunk_document(document, config)})
     out: dict[tuple[str, str], str] = {}
     for item in queue.items:
         doc = docs.get(item.doc_id)

@@ -23,7 +23,8 @@ import numpy as np
 from kebab_mlflow.evaluation.per_query import PerQueryRow
 from kebab_mlflow.evaluation.rescore import RecordedRun, rescore
 from kebab_mlflow.golden import GoldenSet
-from kebab_mlflow.metrics.unjudged import BOUND_LEVEL, UPPER_SUFFIX, unjudged_in
+from kebab_mlflow.metrics.registry import UPPER_SUFFIX
+from kebab_mlflow.metrics.unjudged import BOUND_LEVEL, unjudged_in
 
 
 @dataclass(frozen=True, kw_only=True)

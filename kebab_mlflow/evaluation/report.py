@@ -9,7 +9,6 @@ from kebab_mlflow.formatting import number
 from kebab_mlflow.metrics.aggregate import BREAKDOWNS, SCALAR_BLOCKS, Aggregate
 from kebab_mlflow.metrics.registry import display_order, parse_metric
 
-
 # the column beside a metric's value: its bound with the unjudged hits counted relevant
 UPPER_COLUMN = "unjudged counted relevant"
 
