@@ -59,11 +59,31 @@ def _golden(n: int, tmp: Path):
                            synthetic_golden(n, 0, tmp / f"synthetic-{n}.yaml"))
 
 
-def timing_main(args: argparse.Namespace) -> None:
-    from kebab_mlflow import progress
+def _sides(pipeline, golden, fresh) -> dict:
+    """The three timed sides: a fresh run, one with the bounds patched out, a rescore."""
     from kebab_mlflow.evaluation import runner
     from kebab_mlflow.evaluation.evaluate import evaluate
     from kebab_mlflow.evaluation.rescore import rescore, run_of_result
+
+    real_bounds = runner.bound_scores
+
+    def no_bounds(*_: object, **__: object) -> dict:
+        return {}
+
+    def run_unbounded():
+        runner.bound_scores = no_bounds
+        try:
+            return evaluate(pipeline, golden, k=10)
+        finally:
+            runner.bound_scores = real_bounds
+
+    return {"fresh": lambda: evaluate(pipeline, golden, k=10), "unbounded": run_unbounded,
+            "rescore": lambda: rescore(run_of_result(fresh), golden, quiet=True).result}
+
+
+def timing_main(args: argparse.Namespace) -> None:
+    from kebab_mlflow import progress
+    from kebab_mlflow.evaluation.evaluate import evaluate
 
     start = os.getloadavg()[0]
     pipeline = _pipeline()
@@ -73,31 +93,11 @@ def timing_main(args: argparse.Namespace) -> None:
              f"{args.repeats} repeats (best in brackets)", "",
              f"{'queries':>8} {'fresh run s':>14} {'bounds off s':>14} {'rescore s':>14} "
              f"{'rescore / fresh':>16} {'bounds cost':>12} {'same per_query':>15}"]
-    real_bounds = runner.bound_scores
-
-    def no_bounds(*_: object, **__: object) -> dict:
-        return {}
-
     for n in [int(s) for s in args.sizes.split(",")]:
         golden = _golden(n, tmp)
         with progress.silenced():
             fresh = evaluate(pipeline, golden, k=10)
-
-            def run_fresh():
-                return evaluate(pipeline, golden, k=10)
-
-            def run_unbounded():
-                runner.bound_scores = no_bounds
-                try:
-                    return evaluate(pipeline, golden, k=10)
-                finally:
-                    runner.bound_scores = real_bounds
-
-            def run_rescore():
-                return rescore(run_of_result(fresh), golden, quiet=True).result
-
-            t = alternate({"fresh": run_fresh, "unbounded": run_unbounded,
-                           "rescore": run_rescore}, args.repeats)
+            t = alternate(_sides(pipeline, golden, fresh), args.repeats)
         same = t["rescore"].result.per_query_path.read_bytes() == \
             fresh.per_query_path.read_bytes()
         assert t["unbounded"].result.aggregate.unjudged_bounds is None

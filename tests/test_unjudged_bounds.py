@@ -282,3 +282,32 @@ def test_scifact_bm25_top10_upper_values_agree_with_trec_eval(tmp_path):
     assert 8.5 < hits < 9.5  # about 9 of the top 10 unjudged (judged_at_10_doc ≈ 0.09)
     assert hits == pytest.approx(10 * (1 - result.overall["judged_at_10_doc"]), abs=0.05)
     assert assert_upper_agrees(result, _rankings(result)) == 300 * 19  # 4 cut-offs × 4 + 3
+
+
+def test_the_bounds_formulas_equal_the_metrics_on_the_counted_relevant_tables():
+    """bound_scores derives each value from the doc table's sums; counted_relevant builds the
+    table with the unjudged documents at grade 1 and the ordinary metric code scores it."""
+    from kebab_mlflow.metrics.retrieval import RelevanceTable
+    from kebab_mlflow.metrics.unjudged import (
+        bound_scores,
+        bounded_metrics,
+        counted_relevant,
+        unjudged_mask,
+    )
+
+    depth, cutoffs = 40, [1, 3, 5, 10, 25, 40]
+    golden, rankings = _synthetic(depth)
+    queries = golden.queries
+    ranked = [rankings[q.id] for q in queries]
+    doc = RelevanceTable.from_rankings(ranked, [q.relevant_doc_grades for q in queries], depth)
+    judged = RelevanceTable.from_rankings(
+        ranked, [dict.fromkeys(q.expected_doc_ids, 1) for q in queries], depth)
+    lengths = np.array([len(r) for r in ranked])
+    fast = bound_scores(doc, judged, lengths, cutoffs, depth)
+    mask = unjudged_mask(doc, judged, lengths)
+    for metric, k in bounded_metrics(cutoffs, depth):
+        table, count = counted_relevant(doc, mask, k)
+        np.testing.assert_allclose(fast[f"{metric.name}_upper"], metric.score(table), rtol=0,
+                                   atol=1e-12, err_msg=metric.name)
+        counted = np.where(doc.applicable, count, np.nan)
+        np.testing.assert_array_equal(fast[f"unjudged_hits_at_{k}_doc"], counted)

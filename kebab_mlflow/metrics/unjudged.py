@@ -21,7 +21,8 @@ come after judged non-relevant ones can score lower with them counted (docs/gold
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from functools import cached_property
 
 import numpy as np
 
@@ -76,46 +77,151 @@ def unjudged_in(doc_ids: Sequence[str], judged: Mapping[str, int], k: int) -> li
     return [d for d in first_appearance(doc_ids)[:k] if d not in judged]
 
 
-def counted_relevant(doc: RelevanceTable, judged: RelevanceTable, lengths: np.ndarray,
-                     k: int) -> tuple[RelevanceTable, np.ndarray]:
-    """``doc`` (the doc-level table) with every unjudged document among each query's first
-    ``k`` at grade 1, and each query's count of them (0 for a query without doc truth, whose
-    doc metrics do not count). ``judged``: the table whose judged documents have gain 1
-    (metrics.scoring.judged_table); ``lengths``: the distinct documents each query retrieved."""
+def unjudged_mask(doc: RelevanceTable, judged: RelevanceTable, lengths: np.ndarray
+                  ) -> np.ndarray:
+    """(n × depth) True where a query with doc truth retrieved a document nobody judged.
+    ``judged``: the table whose judged documents have gain 1 (metrics.scoring.judged_table);
+    ``lengths``: the distinct documents each query retrieved (its doc ranking's length)."""
     n, depth = doc.gains.shape
-    within = np.arange(depth)[None, :] < np.minimum(np.asarray(lengths), k)[:, None]
-    unjudged = within & (judged.gains == 0) & doc.applicable[:, None]
-    count = unjudged.sum(axis=1).astype(np.int64)
-    gains = doc.gains + unjudged.astype(doc.gains.dtype)
+    mask = np.arange(depth)[None, :] < np.asarray(lengths)[:, None]
+    mask &= judged.gains == 0
+    mask &= doc.gains == 0  # a relevant document is judged (kept for a table built apart)
+    mask &= doc.applicable[:, None]
+    return mask
+
+
+def counted_relevant(doc: RelevanceTable, unjudged: np.ndarray, k: int
+                     ) -> tuple[RelevanceTable, np.ndarray]:
+    """``doc`` (the doc-level table) with every unjudged document among each query's first
+    ``k`` (:func:`unjudged_mask`) at grade 1, and each query's count of them (0 for a query
+    without doc truth, whose doc metrics do not count)."""
+    n, depth = doc.gains.shape
+    head = unjudged[:, :k]
+    count = np.count_nonzero(head, axis=1).astype(np.int64)
+    gains = doc.gains.copy()
+    gains[:, :k] += head.astype(doc.gains.dtype)
     n_relevant = doc.n_relevant + count
     width = min(depth, int(n_relevant.max(initial=0)))
-    slots = np.arange(max(width, 1))[None, :]
-    # the ideal ranking: the judged grades (descending), then the added grade-1 documents,
-    # sorted again (a grade below 1 would go after them)
-    ones = (slots >= doc.n_relevant[:, None]) & (slots < n_relevant[:, None])
-    padded = np.zeros((n, max(width, doc.ideal.shape[1], 1)), dtype=doc.gains.dtype)
-    padded[:, :doc.ideal.shape[1]] = doc.ideal
-    padded[:, :ones.shape[1]][ones] = 1
-    ideal = -np.sort(-padded, axis=1)[:, :width]
-    return RelevanceTable(gains, n_relevant, np.ascontiguousarray(ideal)), count
+    ideal = np.zeros((n, width), dtype=doc.gains.dtype)
+    kept = min(width, doc.ideal.shape[1])
+    ideal[:, :kept] = doc.ideal[:, :kept]
+    # the added documents come after the judged grades (each >= 1, in descending order): the
+    # ideal ranking stays sorted (a grade below 1 is not relevant: golden grades are integers)
+    slots = np.arange(width)[None, :]
+    ideal[(slots >= doc.n_relevant[:, None]) & (slots < n_relevant[:, None])] = 1
+    return RelevanceTable(gains, n_relevant, ideal), count
 
 
 def bound_scores(doc: RelevanceTable, judged: RelevanceTable, lengths: np.ndarray,
                  cutoffs: Sequence[int], depth: int) -> dict[str, np.ndarray]:
     """Per query: ``<metric>_upper`` for every doc metric (NaN where the metric does not
-    count) and ``unjudged_hits_at_<k>_doc`` at every :func:`bound_cutoffs` cut-off."""
-    by_cutoff: dict[int, list[MetricDef]] = {}
-    for metric, k in bounded_metrics(cutoffs, depth):
-        by_cutoff.setdefault(k, []).append(metric)
+    count) and ``unjudged_hits_at_<k>_doc`` at every :func:`bound_cutoffs` cut-off.
+
+    The values are those of each metric on :func:`counted_relevant`'s table, obtained from
+    ``doc``'s own per-cut-off sums plus cumulative sums of the unjudged mask: a few n × depth
+    passes in all, instead of a relevance table per cut-off (3× the run's whole scoring cost
+    on a run file). A family without a formula here is scored on that table itself."""
+    ks = bound_cutoffs(cutoffs, depth)
+    unjudged = unjudged_mask(doc, judged, lengths)
+    sums = _Sums.of(doc, unjudged, ks)
     out: dict[str, np.ndarray] = {}
-    counted: dict[str, np.ndarray] = {}
-    for k in bound_cutoffs(cutoffs, depth):
-        table, count = counted_relevant(doc, judged, lengths, k)
-        counted[unjudged_name(k)] = np.where(doc.applicable, count.astype(float), np.nan)
-        metrics = by_cutoff.get(k, [])
-        table.prepare([m.k for m in metrics if m.k is not None and m.family != "mrr"])
-        out.update({upper_name(m.name): m.score(table) for m in metrics})
-    return {**out, **counted}
+    for metric, k in bounded_metrics(cutoffs, depth):
+        formula = _FORMULAS.get(metric.family)
+        if formula is not None:
+            values = formula(sums, metric.k or k)
+        else:
+            values = metric.score(counted_relevant(doc, unjudged, k)[0])
+        values[~doc.applicable] = np.nan
+        out[upper_name(metric.name)] = values
+    for k in ks:
+        out[unjudged_name(k)] = np.where(doc.applicable, sums.count(k).astype(float), np.nan)
+    return out
+
+
+class _Sums:
+    """What the bounds' formulas read: the doc table's per-cut-off sums (found, DCG, ideal
+    DCG) and the unjudged mask's cumulative count and DCG by rank."""
+
+    def __init__(self, doc: RelevanceTable, unjudged: np.ndarray, ks: Sequence[int]):
+        self.doc = doc.prepare(ks)
+        depth = doc.depth
+        self.discount = 1.0 / np.log2(np.arange(2, depth + 2))
+        self.cum_discount = np.concatenate(([0.0], np.cumsum(self.discount)))
+        self.unjudged = unjudged
+        self.cum_count = np.cumsum(unjudged, axis=1, dtype=np.int64)
+        self.cum_dcg = np.cumsum(unjudged * self.discount, axis=1)
+
+    @classmethod
+    def of(cls, doc: RelevanceTable, unjudged: np.ndarray, ks: Sequence[int]) -> _Sums:
+        return cls(doc, unjudged, ks)
+
+    def count(self, k: int) -> np.ndarray:
+        return np.asarray(self.cum_count[:, k - 1]) if k > 0 else np.zeros(len(self.unjudged))
+
+    def found(self, k: int) -> np.ndarray:
+        return np.asarray(self.doc.at_cutoff[k][0] + self.count(k))
+
+    def relevant(self, k: int) -> np.ndarray:
+        """The relevant documents of each query with the unjudged ones in the top k added."""
+        return np.asarray(self.doc.n_relevant + self.count(k))
+
+    @cached_property
+    def relevant_mask(self) -> np.ndarray:
+        """(n × depth) True at a relevant document, the unjudged ones counted."""
+        return np.asarray((self.doc.gains > 0) | self.unjudged)
+
+    @cached_property
+    def relevant_by_rank(self) -> np.ndarray:
+        """(n × depth) cumulative count of relevant documents by rank, unjudged ones counted."""
+        return np.cumsum(self.relevant_mask, axis=1, dtype=np.int64)
+
+
+def _hit(s: _Sums, k: int) -> np.ndarray:
+    return (s.found(k) > 0).astype(float)
+
+
+def _precision(s: _Sums, k: int) -> np.ndarray:
+    return s.found(k) / k
+
+
+def _recall(s: _Sums, k: int) -> np.ndarray:
+    return np.asarray(s.found(k) / np.maximum(s.relevant(k), 1).astype(float))
+
+
+def _ndcg(s: _Sums, k: int) -> np.ndarray:
+    _, dcg, idcg = s.doc.at_cutoff[k]
+    dcg = dcg + s.cum_dcg[:, k - 1]
+    # the added documents (grade 1) come right after the judged grades in the ideal order
+    before = np.minimum(s.doc.n_relevant, k)
+    idcg = idcg + s.cum_discount[np.minimum(s.relevant(k), k)] - s.cum_discount[before]
+    return np.asarray(np.divide(dcg, idcg, out=np.zeros(dcg.size), where=idcg > 0))
+
+
+def _mrr(s: _Sums, k: int) -> np.ndarray:
+    first = s.doc.first_rank.astype(float)
+    first[first == 0] = np.inf
+    head = s.unjudged[:, :k]
+    some = head.any(axis=1)
+    first[some] = np.minimum(first[some], head[some].argmax(axis=1) + 1)
+    return np.asarray(np.divide(1.0, first, out=np.zeros(first.size), where=first <= k))
+
+
+def _map(s: _Sums, k: int) -> np.ndarray:
+    ranks = np.arange(1, s.doc.depth + 1)
+    summed = (s.relevant_mask * (s.relevant_by_rank / ranks)).sum(axis=1)
+    return np.asarray(summed / np.maximum(s.relevant(k), 1))
+
+
+def _r_precision(s: _Sums, k: int) -> np.ndarray:
+    r = s.relevant(k)
+    at = np.clip(np.minimum(r, s.doc.depth) - 1, 0, None)
+    found = np.take_along_axis(s.relevant_by_rank, at[:, None], axis=1)[:, 0]
+    return np.where(r > 0, found / np.maximum(r, 1), 0.0)
+
+
+_FORMULAS: Mapping[str, Callable[[_Sums, int], np.ndarray]] = {
+    "hit": _hit, "precision": _precision, "recall": _recall, "ndcg": _ndcg, "mrr": _mrr,
+    "map": _map, "r_precision": _r_precision}
 
 
 def bounds_block(scores: Mapping[str, np.ndarray], cutoffs: Sequence[int], depth: int
