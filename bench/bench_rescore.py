@@ -43,6 +43,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_scale import synthetic_golden  # noqa: E402 - bench/ is the script's folder
 from common import SCIFACT_CORPUS, alternate, emit, load_line, scifact_golden  # noqa: E402
 
+SMALL = 1000  # a set this small is timed with --small-repeats
+
 
 def _pipeline(preset: str = "naive_baseline", **options: object):
     from kebab_mlflow import progress
@@ -89,21 +91,24 @@ def timing_main(args: argparse.Namespace) -> None:
     pipeline = _pipeline()
     tmp = Path(tempfile.mkdtemp(prefix="kebab-bench-rescore-"))
     lines = ["bench_rescore timing — in memory, BM25 over SciFact (chunker.mode=document, k 10, "
-             "index built before timing); sides alternate, 1 warm-up each, median of "
-             f"{args.repeats} repeats (best in brackets)", "",
-             f"{'queries':>8} {'fresh run s':>14} {'bounds off s':>14} {'rescore s':>14} "
-             f"{'rescore / fresh':>16} {'bounds cost':>12} {'same per_query':>15}"]
+             "index built before timing); sides alternate, 1 warm-up each, median of the "
+             "repeats (best in brackets)", "",
+             f"{'queries':>8} {'repeats':>8} {'fresh run s':>14} {'bounds off s':>14} "
+             f"{'rescore s':>14} {'rescore / fresh':>16} {'bounds cost':>12} "
+             f"{'same per_query':>15}"]
     for n in [int(s) for s in args.sizes.split(",")]:
         golden = _golden(n, tmp)
         with progress.silenced():
             fresh = evaluate(pipeline, golden, k=10)
-            t = alternate(_sides(pipeline, golden, fresh), args.repeats)
+            repeats = args.repeats if n > SMALL else args.small_repeats
+            t = alternate(_sides(pipeline, golden, fresh), repeats)
         same = t["rescore"].result.per_query_path.read_bytes() == \
             fresh.per_query_path.read_bytes()
         assert t["unbounded"].result.aggregate.unjudged_bounds is None
         f, u, r = (t[s].median for s in ("fresh", "unbounded", "rescore"))
         lines.append(
-            f"{n:>8,} {f:>7.2f} ({t['fresh'].best:.2f}) {u:>7.2f} ({t['unbounded'].best:.2f}) "
+            f"{n:>8,} {repeats:>8} {f:>7.2f} ({t['fresh'].best:.2f}) "
+            f"{u:>7.2f} ({t['unbounded'].best:.2f}) "
             f"{r:>7.2f} ({t['rescore'].best:.2f}) {r / f:>16.2f} {(f - u) / u:>+11.1%} "
             f"{'yes' if same else 'NO':>15}")
         print(lines[-1], flush=True)
@@ -166,7 +171,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("part", choices=("timing", "bounds"))
     parser.add_argument("--sizes", default="300,100000")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=3, help="timed repeats, large sets")
+    parser.add_argument("--small-repeats", type=int, default=21,
+                        help=f"timed repeats for sets of at most {SMALL} queries")
     parser.add_argument("--resamples", type=int, default=2000)
     args = parser.parse_args()
     {"timing": timing_main, "bounds": bounds_main}[args.part](args)
