@@ -40,8 +40,17 @@ def test_run_logs_params_metrics_artifacts_tags_and_dataset(store_uri, tmp_path)
     assert metrics["hit_at_5"] == pytest.approx(result.aggregate.overall["hit_at_5"])
     # headline only by default: the breakdowns are in breakdowns.json (tests/test_ui_layout.py)
     # plus ECE and Brier, logged on every run with confidences (tests/test_headline_calibration.py)
-    assert set(metrics) == ({k for k, v in result.aggregate.overall.items() if v is not None}
-                            | {"ece", "brier"})
+    # and the bounds for unjudged hits: <metric>_upper of the headline doc metrics with
+    # unjudged hits in their cut-off, the unjudged hits per query at each cut-off
+    # (tests/test_unjudged_bounds.py)
+    from kebab_mlflow.evaluation.report import headline
+
+    overall = result.aggregate.overall
+    bounds = {f"{n}_upper" for n in headline(overall) if result.aggregate.upper(n) is not None}
+    assert bounds >= {"ndcg_at_10_doc_upper", "map_doc_upper"}
+    assert set(metrics) == ({k for k, v in overall.items() if v is not None}
+                            | {"ece", "brier"} | bounds
+                            | {f"unjudged_hits_at_{k}_doc" for k in (1, 3, 5, 10)})
     assert all("@" not in m for m in metrics)
     tags = run.data.tags
     assert len(tags["kebab.git_commit"]) in (7, 12) or tags["kebab.git_commit"] == "unknown"

@@ -77,8 +77,18 @@ def table(title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> 
     return t
 
 
-def metrics_table(title: str, metrics: Mapping[str, float | None]) -> Table:
-    return table(title, ["metric", "value"], list(metrics.items()))
+def metrics_table(title: str, metrics: Mapping[str, float | None],
+                  upper: Mapping[str, float | None] | None = None) -> Table:
+    """``metric | value``; with ``upper`` holding a value for some metric, a third column:
+    its bound with the unjudged hits counted relevant (evaluation/report.UPPER_COLUMN),
+    blank for the metrics without one."""
+    from kebab_mlflow.evaluation.report import UPPER_COLUMN
+
+    bound = upper or {}
+    if not any(bound.get(n) is not None for n in metrics):
+        return table(title, ["metric", "value"], list(metrics.items()))
+    return table(title, ["metric", "value", UPPER_COLUMN],
+                 [(n, v, "" if bound.get(n) is None else bound[n]) for n, v in metrics.items()])
 
 
 def print_ui_hint(what: str, ui_command: str) -> None:

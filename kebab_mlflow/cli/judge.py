@@ -23,6 +23,9 @@ def judge(
         "recorded)")] = None,
     no_log: Annotated[bool, typer.Option(
         "--no-log", help="do not copy the file to the runs (artifact judging/)")] = False,
+    corpus: Annotated[Path | None, typer.Option(
+        help="the corpus to read the passages from (default: the run's corpus param, else "
+        "the golden set's corpus)")] = None,
     experiment: Experiment = "kebab-eval",
     tracking_uri: TrackingUri = None,
 ) -> None:
@@ -35,13 +38,15 @@ def judge(
     if k < 1:
         raise ConfigError(f"--k must be >= 1, got {k}")
     outcome = judge_runs(Tracker(tracking_uri), experiment, run_refs, k=k, out=out,
-                         golden=golden, log_copy=not no_log)
+                         golden=golden, log_copy=not no_log, corpus=corpus)
     queue = outcome.queue
     queries = len({item.query_id for item in queue.items})
     typer.echo(f"wrote {len(queue.items)} unjudged hits of {queries} queries (top {k} of "
                f"{len(queue.runs)} run(s)) to {out}"
                + (f"; copied to run(s) {', '.join(outcome.logged_to)} as judging/{out.name}"
                   if outcome.logged_to else ""))
+    if not queue.golden.private and queue.items and outcome.corpus is None:
+        typer.echo("no passage text: the runs' corpus was not found (pass --corpus DIR)")
     typer.echo(f"grade them, then: kebab-mlflow golden merge {queue.golden.path} {out}")
 
 

@@ -103,7 +103,13 @@ def run(
 def _report(result: Any, as_json: bool, experiment: str) -> None:
     """The finished run: one JSON object on stdout, or the summary table on stderr."""
     from kebab_mlflow.cli.console import err, metrics_table, print_ui_hint
-    from kebab_mlflow.evaluation.report import headline_values, ordered
+    from kebab_mlflow.evaluation.report import (
+        UPPER_COLUMN,
+        headline_values,
+        ordered,
+        unjudged_line,
+        upper_values,
+    )
 
     if as_json:
         typer.echo(json.dumps({"run_id": result.run_id, "experiment_id": result.experiment_id,
@@ -111,7 +117,11 @@ def _report(result: Any, as_json: bool, experiment: str) -> None:
                                "metrics": ordered(result.metrics, result.aggregate.overall),
                                "timings": result.timings}))
         return
-    err.print(metrics_table("summary", headline_values(result.aggregate)))
+    summary = headline_values(result.aggregate)
+    err.print(metrics_table("summary", summary, upper_values(result.aggregate, summary)))
+    if (unjudged := unjudged_line(result.aggregate)) is not None:
+        err.print(f"{unjudged}; {UPPER_COLUMN!r} counts them relevant; `kebab-mlflow judge "
+                  f"{result.run_id}` lists them", highlight=False, soft_wrap=True)
     err.print(f"run [bold]{result.run_id}[/] {result.status} in experiment {experiment}")
     print_ui_hint("this run's store", result.ui_command)
 

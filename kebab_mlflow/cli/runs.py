@@ -177,14 +177,28 @@ def show(
     r = resolve_run(tracker, experiment, run_ref)
     names = display_order(n for n in r.metrics if metrics is None or fnmatchcase(n, metrics))
     if metrics is not None:
-        out.print(table(f"metrics matching {metrics!r}: {len(names)} of {len(r.metrics)}",
-                        ["metric", "value"], [(n, r.metrics[n]) for n in names]))
+        out.print(_metrics_table(f"metrics matching {metrics!r}: {len(names)} of "
+                                 f"{len(r.metrics)}", r.metrics, names))
         return
     out.print(f"[bold]{r.run_name}[/] {r.run_id} — {r.status}")
-    out.print(table("metrics", ["metric", "value"], [(n, r.metrics[n]) for n in names]))
+    out.print(_metrics_table("metrics", r.metrics, names))
     out.print(table("params", ["param", "value"], sorted(r.params.items())))
     out.print(table("tags", ["tag", "value"], sorted(
         (k, v) for k, v in r.tags.items() if not k.startswith("mlflow.note"))))
+
+
+def _metrics_table(title: str, logged: Mapping[str, float], names: list[str]) -> Table:
+    """``metric | value``, and the column of bounds for unjudged hits when the run logged
+    some: ``<metric>_upper`` beside its metric (shown among the rows only when the metric
+    itself is not)."""
+    from kebab_mlflow.cli.console import metrics_table
+    from kebab_mlflow.metrics.registry import UPPER_SUFFIX
+
+    shown = set(names)
+    rows = [n for n in names if not (n.endswith(UPPER_SUFFIX)
+                                     and n.removesuffix(UPPER_SUFFIX) in shown)]
+    return metrics_table(title, {n: logged[n] for n in rows},
+                         {n: logged.get(f"{n}{UPPER_SUFFIX}") for n in rows})
 
 
 @baseline_app.command("set")

@@ -1,12 +1,15 @@
-"""Bounds for unjudged hits: a run's doc-level metrics with every unjudged document in its top
-k counted relevant (grade 1), beside the usual values, which count them non-relevant.
+"""Bounds for unjudged hits on recorded runs: a run's doc-level metrics with the unjudged
+documents in their cut-off counted relevant (grade 1), beside the usual values, which count
+them non-relevant.
 
-The usual value is the lower bound; the bound here is what the run would score if every
-document it retrieved that nobody judged turned out relevant. A document is *judged* for a
-query when the golden set lists it in ``expected_doc_ids`` (grade 0 included) — as
-``judged_at_k_doc`` counts it. The bound is computed by rescoring the run's recorded hits
-(evaluation/rescore.py) under an *optimistic* golden set, so it uses the same metric code as
-the run itself.
+The rule is :mod:`kebab_mlflow.metrics.unjudged`'s, and every run computes it as it scores
+(``aggregate.json``'s ``unjudged_bounds`` block; MLflow metrics ``<metric>_upper`` and
+``unjudged_hits_at_<k>_doc``). Here it is applied to recorded rows: :func:`unjudged_docs`
+lists each query's unjudged documents among the first k of its doc ranking (the documents in
+order of first appearance, as the doc metrics rank them), :func:`optimistic_golden` adds them
+to the golden set at grade 1 — ``compare --unjudged`` rescores both runs under that set
+(comparison/unjudged.py) — and :func:`unjudged_bounds` rescores one run
+(evaluation/rescore.py), so its bounds come from the same code as a fresh run's.
 """
 
 from __future__ import annotations
@@ -20,12 +23,14 @@ import numpy as np
 from kebab_mlflow.evaluation.per_query import PerQueryRow
 from kebab_mlflow.evaluation.rescore import RecordedRun, rescore
 from kebab_mlflow.golden import GoldenSet
+from kebab_mlflow.metrics.registry import UPPER_SUFFIX
+from kebab_mlflow.metrics.unjudged import BOUND_LEVEL, unjudged_in
 
 
 @dataclass(frozen=True, kw_only=True)
 class UnjudgedBounds:
-    """Per doc-level metric: (usual value = lower bound, value with unjudged counted relevant)
-    and the unjudged hits per query in the top k."""
+    """Per doc-level metric: (usual value = lower bound, value with the unjudged documents in
+    its cut-off counted relevant) and the unjudged hits per query in the top k."""
 
     k: int
     lower: Mapping[str, float | None]
@@ -39,16 +44,15 @@ class UnjudgedBounds:
 
 
 def unjudged_docs(golden: GoldenSet, rows: Iterable[PerQueryRow], k: int) -> dict[str, list[str]]:
-    """Query id → the distinct documents in its top ``k`` hits that the golden set has not
-    judged, for the queries with doc-level truth (the bounds' queries)."""
+    """Query id → the distinct documents among the first ``k`` of its doc ranking that the
+    golden set has not judged, for the queries with doc-level truth (the bounds' queries)."""
     by_id = {q.id: q for q in golden.queries}
     out: dict[str, list[str]] = {}
     for row in rows:
         q = by_id.get(row.id)
         if q is None or not q.has_doc_truth:
             continue
-        docs = dict.fromkeys(h["doc_id"] for h in row.hits if h["rank"] <= k)
-        out[row.id] = [d for d in docs if d not in q.expected_doc_ids]
+        out[row.id] = unjudged_in([h["doc_id"] for h in row.hits], q.expected_doc_ids, k)
     return out
 
 
@@ -60,20 +64,18 @@ def optimistic_golden(golden: GoldenSet, unjudged: Mapping[str, Sequence[str]]) 
     return dataclasses.replace(golden, queries=queries)
 
 
-def unjudged_bounds(run: RecordedRun, golden: GoldenSet, k: int = 10,
-                    unjudged: Mapping[str, Sequence[str]] | None = None) -> UnjudgedBounds:
+def unjudged_bounds(run: RecordedRun, golden: GoldenSet, k: int = 10) -> UnjudgedBounds:
     """The doc-level metrics of ``run`` under ``golden`` (lower) and with the unjudged
-    documents in its top ``k`` counted relevant (upper). ``unjudged``: the documents to count
-    relevant (default: this run's; compare passes the union of both runs' so that both sides
-    are scored on one set of judgments)."""
-    unjudged = unjudged if unjudged is not None else unjudged_docs(golden, run.rows, k)
-    lower = rescore(run, golden, intersect=True, quiet=True).result
-    upper = rescore(run, optimistic_golden(golden, unjudged), intersect=True,
-                    quiet=True).result
+    documents in each metric's cut-off counted relevant (upper), by rescoring it; the
+    unjudged hits counted in the top ``k``."""
+    result = rescore(run, golden, intersect=True, quiet=True).result
+    suffix = f"_{BOUND_LEVEL}{UPPER_SUFFIX}"
+    upper = {name.removesuffix(UPPER_SUFFIX): values
+             for name, values in result.bound_scores.items() if name.endswith(suffix)}
     counts = unjudged_docs(golden, run.rows, k)
-    doc = [name for name in lower.overall if name.endswith("_doc")]
     return UnjudgedBounds(
-        k=k, lower={n: lower.overall[n] for n in doc}, upper={n: upper.overall[n] for n in doc},
+        k=k, lower={n: result.overall.get(n) for n in upper},
+        upper={n: float(np.nanmean(v)) if np.isfinite(v).any() else None
+               for n, v in upper.items()},
         unjudged_per_query=float(np.mean([len(v) for v in counts.values()])) if counts else 0.0,
-        unjudged_hits=sum(len(v) for v in counts.values()),
-        upper_scores={n: upper.scores[n] for n in doc if n in upper.scores})
+        unjudged_hits=sum(len(v) for v in counts.values()), upper_scores=upper)

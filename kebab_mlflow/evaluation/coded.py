@@ -26,6 +26,7 @@ from kebab_mlflow.evaluation.per_query import record
 from kebab_mlflow.golden import GoldenQuery
 from kebab_mlflow.metrics.retrieval import RelevanceTable
 from kebab_mlflow.metrics.scoring import first_relevant_ranks, table_scores
+from kebab_mlflow.metrics.unjudged import bound_scores
 from kebab_mlflow.records import QueryResult
 
 CODED_BATCH = 1024  # queries per batch: the per-batch numpy calls stay a small share
@@ -105,14 +106,18 @@ def coded_line(query: GoldenQuery, result: QueryResult, hits: str,
 
 def score_coded_batch(pipeline: Any, batch: Sequence[GoldenQuery],
                       coded: tuple[np.ndarray, np.ndarray], depth: int, cutoffs: Sequence[int],
-                      private: bool, seconds: float
-                      ) -> tuple[dict[str, np.ndarray], list[str], list[float]]:
-    """(scores, lines, latencies in ms) of one batch from its codes; ``seconds``: the time
-    taken to look its hits up, shared by its queries."""
+                      private: bool, seconds: float, bounded: bool = False
+                      ) -> tuple[dict[str, np.ndarray], list[str], list[float],
+                                 dict[str, np.ndarray]]:
+    """(scores, lines, latencies in ms, bounds for unjudged hits when ``bounded``, else {})
+    of one batch from its codes; ``seconds``: the time taken to look its hits up, shared by
+    its queries."""
     codes, hit_scores = coded
     tables, judged = coded_tables(batch, codes, pipeline.doc_code, depth)
     scores = table_scores(tables, judged, depth, cutoffs)
     lengths = (codes >= 0).sum(axis=1)
+    bound = bound_scores(tables["doc"], judged, np.minimum(lengths, depth), cutoffs, depth) \
+        if bounded else {}
     scores["no_hit_rate"] = (lengths == 0).astype(float)
     scores["error_rate"] = np.zeros(len(batch))
     ranks = first_relevant_ranks(tables)
@@ -129,7 +134,7 @@ def score_coded_batch(pipeline: Any, batch: Sequence[GoldenQuery],
                                 {name: column[i] for name, column in zip(names, columns,
                                                                           strict=True)},
                                 private, {level: v[i] for level, v in level_ranks.items()}))
-    return scores, lines, [latency_ms] * len(batch)
+    return scores, lines, [latency_ms] * len(batch), bound
 
 
 def timed_coded_hits(pipeline: Any, batch: Sequence[GoldenQuery], depth: int

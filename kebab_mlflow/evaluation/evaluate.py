@@ -85,6 +85,9 @@ class EvalResult:
     repeat: int = 1  # run --repeat N: every query N times (evaluation/repeats.py)
     # evidence_rule / evidence_tau when the golden set's evidence was resolved
     evidence_params: Mapping[str, Any] = field(default_factory=dict)
+    # per query: <metric>_upper and unjudged_hits_at_<k>_doc (metrics/unjudged.py), in the
+    # golden set's order; the aggregate's unjudged_bounds block holds their means
+    bound_scores: Mapping[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def metrics(self) -> dict[str, float]:
@@ -246,7 +249,8 @@ def evaluate_prepared(pipeline: Any, source: PipelineSource, golden: GoldenSet, 
                         per_query_path=per_query_path, per_query_sha256=outcome.per_query_sha256,
                         timings={"index_s": index_s, **evidence_timing, **outcome.timings},
                         ask=ask, repeat=repeat,
-                        evidence_params={} if evidence is None else evidence.params())
+                        evidence_params={} if evidence is None else evidence.params(),
+                        bound_scores=outcome.bound_scores)
     if keep is not None:
         weakref.finalize(result, keep.cleanup)
     return result

@@ -2,19 +2,49 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kebab_mlflow.formatting import number
 from kebab_mlflow.metrics.aggregate import BREAKDOWNS, SCALAR_BLOCKS, Aggregate
 from kebab_mlflow.metrics.registry import display_order, parse_metric
 
+# the column beside a metric's value: its bound with the unjudged hits counted relevant
+UPPER_COLUMN = "unjudged counted relevant"
 
-def summary_table(overall: Mapping[str, float | None], names: list[str] | None = None) -> str:
+
+def summary_table(overall: Mapping[str, float | None], names: list[str] | None = None,
+                  upper: Mapping[str, float | None] | None = None) -> str:
+    """``| metric | value |`` rows; with ``upper`` (metric → its bound, :func:`upper_values`)
+    holding a value, a third column :data:`UPPER_COLUMN` (blank for a metric without one)."""
     names = names or headline(overall) or list(overall)[:12]
-    rows = ["| metric | value |", "|---|---|"]
-    rows += [f"| {n} | {number(overall.get(n))} |" for n in names if n in overall]
+    shown = [n for n in names if n in overall]
+    if not any((upper or {}).get(n) is not None for n in shown):
+        rows = ["| metric | value |", "|---|---|"]
+        rows += [f"| {n} | {number(overall.get(n))} |" for n in shown]
+        return "\n".join(rows)
+    bound = upper or {}
+    rows = [f"| metric | value | {UPPER_COLUMN} |", "|---|---|---|"]
+    rows += [f"| {n} | {number(overall.get(n))} | "
+             + (number(bound[n]) if bound.get(n) is not None else "") + " |" for n in shown]
     return "\n".join(rows)
+
+
+def upper_values(aggregate: Aggregate, names: Iterable[str]) -> dict[str, float | None]:
+    """Each of ``names``' bound with the unjudged hits in its cut-off counted relevant (None
+    for a metric without unjudged hits there, or without a bound)."""
+    return {n: aggregate.upper(n) for n in names}
+
+
+def unjudged_line(aggregate: Aggregate) -> str | None:
+    """``unjudged hits per query (doc ranking): top 1 0.0, top 10 2.77`` — None without
+    bounds."""
+    hits = (aggregate.unjudged_bounds or {}).get("unjudged_hits") or {}
+    if not hits:
+        return None
+    return "unjudged hits per query (doc ranking): " + ", ".join(
+        f"top {name.removeprefix('unjudged_hits_at_').removesuffix('_doc')} {number(v)}"
+        for name, v in hits.items())
 
 
 HEADLINE = ["hit_at_1", "hit_at_5", "mrr", "precision_at_5_chunk", "recall_at_10_doc",
@@ -75,8 +105,10 @@ def ordered(metrics: Mapping[str, float], overall: Mapping[str, float | None] | 
 def run_report(title: str, params: Mapping[str, Any], aggregate: Aggregate) -> str:
     overall = aggregate.overall
     summary = headline_values(aggregate)
-    lines = [f"# {title}", "", "## Summary", "", summary_table(summary, list(summary)),
-             "", "## Configuration", "", "| param | value |", "|---|---|"]
+    lines = [f"# {title}", "", "## Summary", "",
+             summary_table(summary, list(summary), upper_values(aggregate, summary)),
+             *_unjudged_summary(aggregate), "", "## Configuration", "", "| param | value |",
+             "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in params.items() if not k.startswith("config.")]
     lines += ["", "## All metrics", "", "| metric | value | definition |", "|---|---|---|"]
     valued = display_order(n for n, v in overall.items() if v is not None)
@@ -101,4 +133,26 @@ def run_report(title: str, params: Mapping[str, Any], aggregate: Aggregate) -> s
         lines += ["", f"## {block}", ""]
         lines += ([f"- {k}: {number(v)}" for k, v in value.items()] if value
                   else ["null (no case for this block)"])
-    return "\n".join(lines) + "\n"
+    return "\n".join([*lines, *_bounds_section(aggregate)]) + "\n"
+
+
+def _unjudged_summary(aggregate: Aggregate) -> list[str]:
+    line = unjudged_line(aggregate)
+    if line is None:
+        return []
+    return ["", f"{line}; the column {UPPER_COLUMN!r} counts them relevant (grade 1): "
+            "`kebab-mlflow judge RUN` lists them to judge."]
+
+
+def _bounds_section(aggregate: Aggregate) -> list[str]:
+    """Every metric with unjudged hits in its cut-off: its value and its bound."""
+    upper = (aggregate.unjudged_bounds or {}).get("upper") or {}
+    if not upper:
+        return []
+    names = display_order(upper)
+    return ["", "## unjudged_bounds", "",
+            "Each metric with unjudged documents in its cut-off, with them counted relevant "
+            "(grade 1); the usual value counts them non-relevant.", "",
+            summary_table(aggregate.overall, names, upper_values(aggregate, names)), "",
+            *(f"- {k}: {number(v)}" for k, v in
+              ((aggregate.unjudged_bounds or {}).get("unjudged_hits") or {}).items())]

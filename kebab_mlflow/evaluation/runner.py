@@ -42,18 +42,23 @@ from kebab_mlflow.metrics.calibration import (
     calibration_pairs,
     reliability_bins,
 )
-from kebab_mlflow.metrics.scoring import first_relevant_ranks, retrieval_tables, score_results
+from kebab_mlflow.metrics.scoring import (
+    doc_lengths,
+    first_relevant_ranks,
+    judged_table,
+    retrieval_tables,
+    score_results,
+)
+from kebab_mlflow.metrics.unjudged import bound_scores, bounds_block
 from kebab_mlflow.records import Answer, Hit, QueryResult
 
 BATCH_SIZE = 64
 # a query searched: (hits as the pipeline returned them, error | None, seconds)
 Searched = tuple[tuple[Any, ...], str | None, float]
 # a batch scored: (scores, answers, latencies in ms, pipeline seconds, metrics seconds,
-# per-query repeat stats)
+# per-query repeat stats, bounds for unjudged hits: metrics/unjudged.bound_scores, or {})
 BatchScored = tuple[dict[str, np.ndarray], list[Answer | None], list[float], float, float,
-                    list[RepeatStats]]
-
-
+                    list[RepeatStats], dict[str, np.ndarray]]
 
 
 @dataclass(kw_only=True)
@@ -63,6 +68,9 @@ class EvalOutcome:
     per_query_sha256: str
     scores: dict[str, np.ndarray]
     timings: dict[str, float] = field(default_factory=dict)
+    # per query: <metric>_upper and unjudged_hits_at_<k>_doc (metrics/unjudged.py); not in
+    # per_query.jsonl, summed up in the aggregate's unjudged_bounds block
+    bound_scores: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 def check_expected_ids(golden: GoldenSet, chunk_ids: set[str] | None, doc_ids: set[str]) -> None:
@@ -134,6 +142,10 @@ def run_queries(pipeline: Any, golden: GoldenSet, depth: int, cutoffs: Sequence[
     run's evidence (evaluation/evidence.py), scored beside the rest."""
     writer = PerQueryWriter(per_query_path)
     chunks: dict[str, list[np.ndarray]] = {}
+    bound_chunks: dict[str, list[np.ndarray]] = {}
+    # bounds for unjudged hits: only where some query has doc-level truth (every batch then
+    # has the same keys)
+    bounded = any(q.has_doc_truth for q in golden.queries)
     answers: list[Answer | None] = []
     latencies: list[float] = []
     t_pipeline = t_metrics = 0.0
@@ -148,16 +160,17 @@ def run_queries(pipeline: Any, golden: GoldenSet, depth: int, cutoffs: Sequence[
             for start in range(0, len(golden.queries), step):
                 batch = golden.queries[start:start + step]
                 checkpoint("batch-start")
-                scored = _batch_by_codes(pipeline, golden, batch, depth, cutoffs, writer) \
-                    if by_codes else None
+                scored = _batch_by_codes(pipeline, golden, batch, depth, cutoffs, writer,
+                                         bounded) if by_codes else None
                 if scored is None:
                     scored = _batch_by_hits(pipeline, golden, batch, depth, cutoffs, writer,
-                                            with_answers, fail_fast, repeat, evidence)
+                                            with_answers, fail_fast, repeat, evidence, bounded)
                 scores, batch_answers, batch_latencies, spent_pipeline, spent_metrics, \
-                    batch_stats = scored
+                    batch_stats, batch_bounds = scored
                 stats += batch_stats
-                for name, values in scores.items():
-                    chunks.setdefault(name, []).append(values)
+                for into, values_of in ((chunks, scores), (bound_chunks, batch_bounds)):
+                    for name, values in values_of.items():
+                        into.setdefault(name, []).append(values)
                 answers += batch_answers
                 latencies += batch_latencies
                 t_pipeline += spent_pipeline
@@ -167,14 +180,19 @@ def run_queries(pipeline: Any, golden: GoldenSet, depth: int, cutoffs: Sequence[
             digest = writer.close()
     t2 = time.perf_counter()
     all_scores = {k: np.concatenate(v) for k, v in chunks.items()}
+    all_bounds = {k: np.concatenate(v) for k, v in bound_chunks.items()}
     aggregate = build_aggregate(golden, all_scores, answers, np.array(latencies), load_ms)
+    if all_bounds:
+        aggregate = dataclasses.replace(aggregate, unjudged_bounds=bounds_block(
+            all_bounds, cutoffs, depth))
     if repeat > 1:
         write_flaky_list(per_query_path.parent, stats)
         aggregate = dataclasses.replace(aggregate, repeats=repeats_block(repeat, stats))
     t_metrics += time.perf_counter() - t2
     return EvalOutcome(aggregate=aggregate, per_query_path=per_query_path, per_query_sha256=digest,
                        scores=all_scores,
-                       timings={"pipeline_s": t_pipeline, "metrics_s": t_metrics})
+                       timings={"pipeline_s": t_pipeline, "metrics_s": t_metrics},
+                       bound_scores=all_bounds)
 
 
 def warm_up(pipeline: Any) -> float | None:
@@ -203,13 +221,15 @@ def _batch_results(pipeline: Any, batch: Sequence[GoldenQuery], depth: int
 
 def _batch_by_hits(pipeline: Any, golden: GoldenSet, batch: Sequence[GoldenQuery], depth: int,
                    cutoffs: Sequence[int], writer: PerQueryWriter, with_answers: bool,
-                   fail_fast: bool, repeat: int = 1, evidence: EvidenceRun | None = None
-                   ) -> BatchScored:
+                   fail_fast: bool, repeat: int = 1, evidence: EvidenceRun | None = None,
+                   bounded: bool = False) -> BatchScored:
     """Search (and answer) one batch ``repeat`` times, score it and write its lines: (scores
     — means over the repeats —, answers of the first repeat, every latency, pipeline seconds,
-    metrics seconds, per-query repeat stats)."""
+    metrics seconds, per-query repeat stats, the bounds for unjudged hits when ``bounded``
+    — means over the repeats too)."""
     spent_pipeline = spent_metrics = 0.0
     runs: list[tuple[list[QueryResult], dict[str, np.ndarray], dict[str, np.ndarray]]] = []
+    bounds: list[dict[str, np.ndarray]] = []
     for _ in range(repeat):
         t0 = time.perf_counter()
         results = _batch_results(pipeline, batch, depth)
@@ -219,8 +239,12 @@ def _batch_by_hits(pipeline: Any, golden: GoldenSet, batch: Sequence[GoldenQuery
             raise QueryFailed(f"query {failed.query_id} raised: "
                               f"{shown_error(failed.error, golden.private)}")
         tables = retrieval_tables(batch, results, depth)
+        judged = judged_table(batch, results, depth)
         scores = score_results(batch, results, depth, cutoffs, with_answers=with_answers,
-                               tables=tables)
+                               tables=tables, judged=judged)
+        if bounded:
+            bounds.append(bound_scores(tables["doc"], judged, doc_lengths(results, depth),
+                                       cutoffs, depth))
         if evidence is not None:
             scores.update(evidence.scores(batch, results, cutoffs))
         runs.append((results, scores, first_relevant_ranks(tables)))
@@ -231,8 +255,9 @@ def _batch_by_hits(pipeline: Any, golden: GoldenSet, batch: Sequence[GoldenQuery
     results, scores = runs[0][0], (runs[0][1] if repeat == 1
                                    else mean_scores([r[1] for r in runs]))
     latencies = [r.latency_ms for rs, _, _ in runs for r in rs]
+    bound = (bounds[0] if len(bounds) == 1 else mean_scores(bounds)) if bounds else {}
     return (scores, [r.answer for r in results], latencies, spent_pipeline,
-            spent_metrics + time.perf_counter() - t1, stats)
+            spent_metrics + time.perf_counter() - t1, stats, bound)
 
 
 def _write_lines(golden: GoldenSet, batch: Sequence[GoldenQuery], runs: Sequence[Any],
@@ -268,18 +293,20 @@ def _repeat_entry(rec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _batch_by_codes(pipeline: Any, golden: GoldenSet, batch: Sequence[GoldenQuery], depth: int,
-                    cutoffs: Sequence[int], writer: PerQueryWriter) -> BatchScored | None:
+                    cutoffs: Sequence[int], writer: PerQueryWriter,
+                    bounded: bool = False) -> BatchScored | None:
     """:func:`_batch_by_hits` for a target with ``coded`` (evaluation/coded.py); None when
     the batch must take the Hit path (a doc listed twice)."""
     coded, seconds = timed_coded_hits(pipeline, batch, depth)
     if coded is None:
         return None
     t1 = time.perf_counter()
-    scores, lines, latencies = score_coded_batch(pipeline, batch, coded, depth, cutoffs,
-                                                 golden.private, seconds)
+    scores, lines, latencies, bound = score_coded_batch(pipeline, batch, coded, depth, cutoffs,
+                                                        golden.private, seconds, bounded)
     for line in lines:
         writer.write_line(line)
-    return scores, [None] * len(batch), latencies, seconds, time.perf_counter() - t1, []
+    return (scores, [None] * len(batch), latencies, seconds, time.perf_counter() - t1, [],
+            bound)
 
 
 def _answer(pipeline: Any, query: GoldenQuery, hits: tuple[Any, ...], error: str | None,

@@ -5,11 +5,15 @@ An item is one (query, document) pair: a document is *judged* for a query when t
 lists it in ``expected_doc_ids`` (grade 0 included), as ``judged_at_k_doc`` counts it. A
 document several chunks or several runs retrieved is one item, at its best rank, naming the
 runs that retrieved it. Each item has an empty ``grade:``; ``golden merge`` adds the graded
-ones back (:mod:`.merge`). A private set's queue carries ids and ranks only, no text.
+ones back (:mod:`.merge`). An item's ``passage`` is the text the run retrieved — the chunk
+(rebuilt from the corpus with the run's chunker, kebab_mlflow/app/judging.py), or the
+document for a run file's hits — cut at :data:`PASSAGE_CHARS`. A private set's queue carries
+ids and ranks only, no text.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import io
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -19,7 +23,7 @@ from kebab_mlflow.evaluation.rescore import RecordedRun
 from kebab_mlflow.golden import GoldenSet
 
 QUEUE_KIND = "kebab-mlflow judging queue"
-PASSAGE_CHARS = 600  # the start of the document shown to the curator, at most
+PASSAGE_CHARS = 1000  # the passage shown to the curator, at most (whitespace collapsed)
 HEADER = """\
 kebab-mlflow judging queue: grade each item (0 = not relevant, 1 = relevant, 2 = highly
 relevant, any integer >= 0), leave grade empty to skip it; then
@@ -34,7 +38,7 @@ class QueueItem:
     rank: int  # the best (smallest) rank across the runs
     runs: tuple[str, ...]
     query: str | None = None  # None for a private set
-    passage: str | None = None  # the document's text (cut), None for a private set or unknown
+    passage: str | None = None  # the retrieved text (cut), None for a private set or unknown
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -125,7 +129,21 @@ def _keep_best(best: dict[tuple[str, str], tuple[int, str, list[str]]], key: tup
 
 def _passage(passages: Mapping[str, str] | None, doc_id: str) -> str | None:
     text = (passages or {}).get(doc_id)
-    if text is None:
-        return None
+    return None if text is None else cut_passage(text)
+
+
+def cut_passage(text: str) -> str:
+    """``text`` with its whitespace collapsed, cut at :data:`PASSAGE_CHARS` (`` …`` added)."""
     text = " ".join(text.split())
     return text if len(text) <= PASSAGE_CHARS else text[:PASSAGE_CHARS] + " …"
+
+
+def with_passages(queue: JudgingQueue, passages: Mapping[tuple[str, str], str]) -> JudgingQueue:
+    """``queue`` with each item's passage: ``passages[(doc_id, chunk_id)]``, cut; items
+    without one keep theirs. A private set's queue is returned as it is (no text, ever)."""
+    if queue.golden.private:
+        return queue
+    items = tuple(item if (text := passages.get((item.doc_id, item.chunk_id))) is None
+                  else dataclasses.replace(item, passage=cut_passage(text))
+                  for item in queue.items)
+    return dataclasses.replace(queue, items=items)

@@ -4,13 +4,14 @@ blocks (``aggregate.json``). Empty denominators give None (JSON null)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
 
 from kebab_mlflow.golden import GoldenQuery
+from kebab_mlflow.metrics.registry import UPPER_SUFFIX
 from kebab_mlflow.names import metric_key
 
 
@@ -85,11 +86,15 @@ class Aggregate:
     # run --repeat N (evaluation/repeats.py): n, flaky_queries, flaky_share, topk_churn
     repeats: Mapping[str, float] | None = None
     reliability_bins: tuple[ReliabilityBin, ...] | None = None
+    # bounds for unjudged hits (metrics/unjudged.py): "upper" (metric -> value with the
+    # unjudged documents in its cut-off counted relevant) and "unjudged_hits" (the mean per
+    # query at each cut-off); None (no key) when no query has doc-level truth
+    unjudged_bounds: Mapping[str, Mapping[str, float]] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The ``aggregate.json`` object."""
         out = {f.name: getattr(self, f.name) for f in fields(self)}
-        for optional in ("repeats", "reliability_bins"):  # only runs that have them
+        for optional in ("repeats", "reliability_bins", "unjudged_bounds"):  # only runs with them
             if out[optional] is None:
                 del out[optional]
         return out
@@ -142,12 +147,29 @@ class Aggregate:
                     if raw.get(name) is not None}
         return out
 
+    def upper(self, name: str) -> float | None:
+        """``name``'s value with the unjudged hits in its cut-off counted relevant; None when
+        it has none there (or the run has no bounds)."""
+        value = ((self.unjudged_bounds or {}).get("upper") or {}).get(name)
+        return None if value is None else float(value)
+
+    def bound_metrics(self, names: Iterable[str] | None = None) -> dict[str, float]:
+        """The bounds as MLflow metrics: ``<metric>_upper`` (of ``names`` only, when given)
+        and every ``unjudged_hits_at_<k>_doc``."""
+        block = self.unjudged_bounds or {}
+        upper = block.get("upper") or {}
+        wanted = upper if names is None else [n for n in names if n in upper]
+        return {**{f"{n}{UPPER_SUFFIX}": float(upper[n]) for n in wanted},
+                **{n: float(v) for n, v in (block.get("unjudged_hits") or {}).items()}}
+
     def flat_metrics(self) -> dict[str, float]:
         """Every non-null number as MLflow metrics (breakdowns under a prefix; ECE and Brier
-        also as the headline ``ece``, ``brier``, see :meth:`calibration_headline`)."""
+        also as the headline ``ece``, ``brier``, see :meth:`calibration_headline`; the bounds
+        for unjudged hits, :meth:`bound_metrics`)."""
         out = {metric_key(name): value for name, value in self.overall.items()
                if value is not None}
         out.update(self.calibration_headline())
+        out.update(self.bound_metrics())
         for block in BREAKDOWNS:
             for key, metrics in getattr(self, block).items():
                 out.update({metric_key(block, key, name): value

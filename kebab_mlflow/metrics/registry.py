@@ -279,6 +279,12 @@ def display_key(name: str) -> tuple[bool, str, int, int, int, str]:
     blocks (``by_query_type/...``), then by level (chunk, doc, answer, run), family, and the
     cut-off *as a number* (hit_at_10 before hit_at_100); unknown names last, by name."""
     block, _, metric = name.rpartition("/")
+    if metric.endswith(UPPER_SUFFIX) and parse_metric(metric.removesuffix(UPPER_SUFFIX)):
+        return (*display_key(name.removesuffix(UPPER_SUFFIX))[:5], metric)  # right after it
+    unjudged = _UNJUDGED_NAME.match(metric)
+    if unjudged is not None:  # after judged_at_k, by cut-off
+        return (bool(block), block, _LEVEL_ORDER.index(Level(unjudged["level"])),
+                len(_FAMILY_ORDER), int(unjudged["k"]), metric)
     m = parse_metric(metric)
     if m is None and metric in CALIBRATION_METRICS:  # after the answer metrics
         return (bool(block), block, _LEVEL_ORDER.index(Level.ANSWER),
@@ -290,6 +296,12 @@ def display_key(name: str) -> tuple[bool, str, int, int, int, str]:
               else len(_FAMILY_ORDER) + list(METRICS).index(metric))  # answer/run: as listed
     k = 0 if m.family == "mrr" or m.k is None else m.k
     return (bool(block), block, _LEVEL_ORDER.index(m.level), family, k, metric)
+
+
+# the bounds for unjudged hits (metrics/unjudged.py): not metrics of their own (no per-query
+# score in per_query.jsonl, parse_metric does not know them), shown beside the metrics
+UPPER_SUFFIX = "_upper"
+_UNJUDGED_NAME = re.compile(r"^unjudged_hits_at_(?P<k>[1-9][0-9]{0,6})_(?P<level>doc)$")
 
 
 def display_order(names: Iterable[str]) -> list[str]:

@@ -74,6 +74,13 @@ def judged_table(queries: Sequence[GoldenQuery], results: Sequence[QueryResult],
         doc_rank, [dict.fromkeys(q.expected_doc_ids, 1) for q in queries], depth)
 
 
+def doc_lengths(results: Sequence[QueryResult], depth: int) -> np.ndarray:
+    """The distinct documents each result's hits hold, at most ``depth`` (the doc ranking's
+    length)."""
+    return np.array([min(len({h.doc_id for h in r.hits}), depth) for r in results],
+                    dtype=np.int64)
+
+
 def first_relevant_ranks(tables: dict[str, RelevanceTable]) -> dict[str, np.ndarray]:
     """Per level, each query's first relevant rank (0 = a miss, NaN = no ground truth)."""
     return {level: first_relevant_rank(table) for level, table in tables.items()}
@@ -97,14 +104,17 @@ def table_scores(tables: dict[str, RelevanceTable], judged: RelevanceTable | Non
 
 def score_results(queries: Sequence[GoldenQuery], results: Sequence[QueryResult],
                   depth: int, cutoffs: Sequence[int], *, with_answers: bool | None = None,
-                  tables: dict[str, RelevanceTable] | None = None) -> dict[str, np.ndarray]:
+                  tables: dict[str, RelevanceTable] | None = None,
+                  judged: RelevanceTable | None = None) -> dict[str, np.ndarray]:
     """Every per-query score of a run, keyed by metric name. ``with_answers``: whether the run
     scores answers at all — False for a search-only target (its missing answers are not
     refusals); None: when any of ``queries`` asks. A run scoring in batches decides it once
     for the whole set, so every batch has the same keys (a query without ``ask`` scores NaN).
-    ``tables``: the :func:`retrieval_tables` of these results, when the caller has them."""
+    ``tables``, ``judged``: the :func:`retrieval_tables` and :func:`judged_table` of these
+    results, when the caller has them."""
     tables = tables if tables is not None else retrieval_tables(queries, results, depth)
-    judged = judged_table(queries, results, depth) if Level.DOC in JUDGED_LEVELS else None
+    if judged is None and Level.DOC in JUDGED_LEVELS:
+        judged = judged_table(queries, results, depth)
     scores = table_scores(tables, judged, depth, cutoffs)
     scores["no_hit_rate"] = np.array([float(not r.hits and r.error is None) for r in results])
     scores["error_rate"] = np.array([float(r.error is not None) for r in results])

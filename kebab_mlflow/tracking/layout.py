@@ -46,13 +46,18 @@ def headline_metrics(aggregate: Aggregate) -> dict[str, float]:
 
 def logged_metrics(aggregate: Aggregate, log_breakdowns: bool) -> dict[str, float]:
     """The metrics a run logs, headline first: only those (and, for run --repeat, the
-    ``repeats/...`` block: flaky_queries, topk_churn), or every breakdown value after."""
-    headline = headline_metrics(aggregate)
-    headline |= {metric_key("repeats", k): float(v) for k, v in (aggregate.repeats or {}).items()}
+    ``repeats/...`` block: flaky_queries, topk_churn; then the bounds for unjudged hits:
+    ``<metric>_upper`` of the summary's headline metrics and every
+    ``unjudged_hits_at_<k>_doc``), or every breakdown value after. The bounds' names parse as
+    no metric (metrics.registry.parse_metric): no headline or primary-metric lookup finds
+    them."""
+    logged = headline_metrics(aggregate)
+    logged |= {metric_key("repeats", k): float(v) for k, v in (aggregate.repeats or {}).items()}
+    logged |= aggregate.bound_metrics(headline(aggregate.overall))
     if not log_breakdowns:
-        return headline
-    rest = {k: v for k, v in aggregate.flat_metrics().items() if k not in headline}
-    return {**headline, **ordered(rest)}
+        return logged
+    rest = {k: v for k, v in aggregate.flat_metrics().items() if k not in logged}
+    return {**logged, **ordered(rest)}
 
 
 def breakdown_table(aggregate: Aggregate) -> dict[str, list[Any]]:
