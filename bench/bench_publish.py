@@ -49,6 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.common import ROOT, WORK, emit, load_line  # noqa: E402
 from tests import faultpoints, servers  # noqa: E402
 
+os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # the bench's downloads
 STEPS = ("dataset-logged", "model-linked", "metrics-logged", "artifacts-logged",
          "table-logged", "traces-logged", "view-set")
 KINDS = ("sigterm", "sigkill", "disk-full", "disk-small")
@@ -65,7 +66,7 @@ real = run.checkpoint
 def paused(name):
     real(name)
     if name == step:
-        Path(marker).write_text(f"{os.getpid()}\n")
+        Path(marker).write_text(f"{os.getpid()}\\n")
         deadline = time.monotonic() + 1800
         while not Path(go).exists() and time.monotonic() < deadline:
             time.sleep(0.02)
@@ -247,8 +248,9 @@ def _signal_cases(backend, base: Path, kind: str) -> list[tuple[str, Path, str]]
 
 def _ended(proc: subprocess.Popen) -> str:
     _, err = proc.communicate(timeout=1800)
-    last = [ln.strip() for ln in err.splitlines() if ln.strip()][-1:]
-    return f"run exit {proc.returncode}" + (f" ({last[0][:160]})" if proc.returncode else "")
+    said = err[err.rfind("error:"):] if "error:" in err else ""
+    said = " ".join(said.split())  # the message, unwrapped
+    return f"run exit {proc.returncode}" + (f" ({said[:400]})" if said else "")
 
 
 @contextlib.contextmanager
