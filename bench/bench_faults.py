@@ -209,6 +209,8 @@ def main() -> None:
     name = "faults" if args.only is None else f"faults-{args.only}"
     if args.only == "publish" and args.backend and len(args.backend) == 1:
         name += f"-{args.backend[0]}"
+    if args.only == "server" and args.telemetry and len(args.telemetry) == 1:
+        name += f"-{args.telemetry[0]}"  # faults-server.txt keeps both passes
     emit(name, text)
 
 
