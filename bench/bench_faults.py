@@ -6,6 +6,11 @@ telemetry switch and CI marker unset) and, to show the race that default avoids,
     python bench/bench_faults.py                    # everything (~20 min on 2 cores)
     python bench/bench_faults.py --only signals     # runs and sweeps (~7 min)
     python bench/bench_faults.py --only server --telemetry default
+    python bench/bench_faults.py --only publish [--backend postgres]   # ~10 min a backend
+
+``--only publish`` is the publish-failure matrix of issue 28 (bench/bench_publish.py): SIGTERM,
+SIGKILL, an artifact disk filled at each publishing step and one too small from the start,
+then `upload` of what the run left, on SQLite and against ``mlflow server`` on PostgreSQL.
 
 Goals: zero runs left RUNNING, zero unusable stores, every server run FINISHED. Each process
 is signalled when it reached its checkpoint (``KEBAB_FAULT_POINT``) or when a store file
@@ -25,7 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import ROOT, emit
+import bench_publish
+from common import ROOT, emit, load_line
 
 sys.path.insert(0, str(ROOT))
 from tests import faultpoints, servers  # noqa: E402
@@ -190,7 +196,9 @@ def main() -> None:
     parser.add_argument("--telemetry", choices=["default", "on"], action="append",
                         help="server runs with telemetry at the tool's default (unset) and/or "
                              "explicitly on (MLFLOW_DISABLE_TELEMETRY=false); default: both")
-    parser.add_argument("--only", choices=["signals", "creation", "server"])
+    parser.add_argument("--only", choices=["signals", "creation", "server", "publish"])
+    parser.add_argument("--backend", choices=bench_publish.BACKENDS, action="append",
+                        help="the publish matrix on this backend (default: both)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="kebab-bench-faults-"))
     try:
@@ -198,7 +206,12 @@ def main() -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     text = "\n".join(f"## {title}\n" + "\n".join(lines) for title, lines in sections)
-    emit("faults" if args.only is None else f"faults-{args.only}", text)
+    name = "faults" if args.only is None else f"faults-{args.only}"
+    if args.only == "publish" and args.backend and len(args.backend) == 1:
+        name += f"-{args.backend[0]}"
+    if args.only == "server" and args.telemetry and len(args.telemetry) == 1:
+        name += f"-{args.telemetry[0]}"  # faults-server.txt keeps both passes
+    emit(name, text)
 
 
 def measure(args: argparse.Namespace, work: Path) -> list[tuple[str, list[str]]]:
@@ -215,6 +228,15 @@ def measure(args: argparse.Namespace, work: Path) -> list[tuple[str, list[str]]]
             sections.append((f"concurrent runs, mlflow server on PostgreSQL, telemetry "
                              f"{telemetry}", server_runs(work, args.server_runs, args.at_once,
                                                          telemetry)))
+    if args.only in (None, "publish"):
+        for backend in args.backend or bench_publish.BACKENDS:
+            t0, load = time.perf_counter(), os.getloadavg()[0]
+            lines = bench_publish.matrix(backend, list(bench_publish.KINDS),
+                                         work / f"publish-{backend}")
+            sections.append((f"publish-failure matrix, {backend}: fault x step -> how the run "
+                             "ended, what it left, `upload`, the verdict",
+                             [*lines, f"{time.perf_counter() - t0:.0f} s; "
+                                      f"{load_line(load)}"]))
     return sections
 
 

@@ -9,6 +9,7 @@ earlier run are untouched (no ``.broken-*`` file, nothing rebuilt).
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -76,8 +77,11 @@ def main() -> None:
     start_load = os.getloadavg()[0]
     base = WORK / f"store-lock-{int(time.time())}"
     lines = [f"store held under BEGIN EXCLUSIVE for {HOLD_S} s while `run` starts"]
-    for wait in ("120", "5"):
-        lines.append(_case(base / f"wait-{wait}", wait))
+    try:
+        for wait in ("120", "5"):
+            lines.append(_case(base / f"wait-{wait}", wait))
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
     lines.append(load_line(start_load))
     emit("bench_store_lock", "\n".join(lines))
 

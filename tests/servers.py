@@ -209,6 +209,17 @@ class Postgres:
         subprocess.run(["bash", str(POSTGRES_SH), "stop", str(self.dir)], capture_output=True,
                        timeout=60)
 
+    def create_database(self, name: str) -> str:
+        """A new database ``name`` (an identifier) in this cluster; its SQLAlchemy URI."""
+        con = self.connect()
+        try:
+            con.autocommit = True
+            with con.cursor() as cur:
+                cur.execute(f'CREATE DATABASE "{name}"')
+        finally:
+            con.close()
+        return self.uri.rsplit("/", 1)[0] + f"/{name}"
+
     def connect(self):
         import psycopg2
 

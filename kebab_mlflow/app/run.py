@@ -382,9 +382,24 @@ def _publish_or_keep(tracker: Tracker, run_id: str, workdir: Path) -> None:
         recovery = keep_for_recovery(workdir)
         raise TrackingError(
             f"lost the tracking store while publishing run {run_id} ({type(exc).__name__}: "
-            f"{redacted(str(exc)).strip()[:200]}); "
+            f"{gist(redacted(str(exc)))}); "
             f"results kept in {recovery} — run `kebab-mlflow upload {recovery}` once it is back"
         ) from None
+
+
+GIST_CHARS = 400  # how much of a failure's text an error message quotes
+
+
+def gist(text: str, limit: int = GIST_CHARS) -> str:
+    """``text`` on one line, at most ``limit`` characters: its start and its end, which is
+    where MLflow's "API request to URL failed with exception ..." names the cause (``Caused
+    by ResponseError('too many 500 error responses')``: a full disk on the server;
+    ``NewConnectionError``: the server is gone)."""
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    half = (limit - 5) // 2
+    return f"{flat[:half]} ... {flat[-half:]}"
 
 
 def write_outputs(workdir: Path, title: str, params: Mapping[str, Any],
