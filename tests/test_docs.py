@@ -164,8 +164,9 @@ def test_the_cli_page_lists_every_command_and_its_current_help():
                               "--check"], capture_output=True, text=True, cwd=ROOT,
                              env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    from kebab_mlflow.cli.app import app
     import typer
+
+    from kebab_mlflow.cli.app import app
 
     root = typer.main.get_command(app)
     names = root.list_commands(root.context_class(root))
