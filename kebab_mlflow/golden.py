@@ -364,6 +364,8 @@ def _evidence(item: dict[str, Any], node: Any, at: Callable[[Any], str],
         report(f"evidence in doc {doc!r}, which expected_doc_ids does not list as relevant",
                lines[0])
     chunk_ids = item.get("expected_chunk_ids") or []
+    if not isinstance(chunk_ids, list):  # not a list: its own field check reports it
+        chunk_ids = []
     chunk_docs = {c.rsplit("#", 1)[0] for c in chunk_ids if isinstance(c, str) and "#" in c}
     for doc in sorted(chunk_docs - docs) if spans else ():
         report(f"expected_chunk_ids name doc {doc!r}, which has no evidence", lines[0])

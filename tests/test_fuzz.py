@@ -22,7 +22,9 @@ from kebab_mlflow.evaluation.per_query import read_per_query
 from kebab_mlflow.golden import QUERY_FIELDS, TOP_LEVEL_KEYS, parse_golden_set
 from tests.conftest import GOLDEN, KB, write
 
-FUZZ = settings(max_examples=150, deadline=None,
+# derandomize: the same examples on every run (a seed derived from each test), so a defect the
+# fuzzer can find fails every run, not one CI run in N; database=None: nothing kept between runs
+FUZZ = settings(max_examples=150, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 SOURCE = "fuzz.yaml"
 
@@ -235,3 +237,11 @@ def test_experiment_names_cannot_escape_the_artifact_folder(tmp_path):
         # <store>/artifacts/<experiment folder>/<run id>/...: not the artifact root itself
         assert all(p.relative_to(store / "artifacts").parts[1] == result.run_id
                    for p in files), (experiment, files)
+
+
+def test_evidence_beside_a_non_list_of_chunk_ids_is_reported_not_a_crash():
+    """The example hypothesis found (a TypeError in golden.py's evidence check)."""
+    text = "- evidence: []\n  expected_chunk_ids: 1\n"
+    with pytest.raises(GoldenSetError) as bad:
+        parse_golden_set(text.encode(), SOURCE)
+    assert f"{SOURCE}:2: 'expected_chunk_ids' must be a list of strings, got int" in str(bad.value)
