@@ -138,6 +138,15 @@ class GoldenQuery:
         return {d: g for d, g in self.expected_doc_ids.items() if g > 0}
 
 
+SHORT_DIGEST = 8  # hex digits of a golden version's digest shown beside its name
+
+
+def version_label(name: str, digest: str) -> str:
+    """How a golden version is shown everywhere (runs, the UI, slices, rescored runs' names):
+    ``name@`` and the digest's first SHORT_DIGEST hex digits."""
+    return f"{name}@{digest[:SHORT_DIGEST]}"
+
+
 @dataclass(frozen=True, kw_only=True)
 class GoldenSet:
     name: str

@@ -154,7 +154,7 @@ def test_cli_by_query_type_names_the_abstention_slice(tmp_path, store_uri):
     # 14 correct refusals → answers: exact p 2^(1−14), the only slice test that changed
     assert (acc["n"], acc["delta"], acc["p_holm"]) == (14, -1.0, pytest.approx(2.0 ** -13))
     assert slices["single_doc"]["verdict"] == "too small"  # no per-query evidence: 0 judged
-    assert data["slices"]["golden"] == f"answers@{load_golden_set(golden).digest[:12]}"
+    assert data["slices"]["golden"] == f"answers@{load_golden_set(golden).digest[:8]}"
     table = runner.invoke(app, ["compare", "base", "cand", "--by", "query_type", "--no-log",
                                 "--tracking-uri", store_uri])
     assert "Regressed, and on abstention (n=14)" in " ".join(table.stdout.split())

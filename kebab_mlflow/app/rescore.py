@@ -20,7 +20,7 @@ from kebab_mlflow.errors import InputError, Problem, TrackingError
 from kebab_mlflow.evaluation.per_query import read_per_query
 from kebab_mlflow.evaluation.rescore import RecordedRun, Rescored, rescore
 from kebab_mlflow.files import file_digest
-from kebab_mlflow.golden import GoldenSet
+from kebab_mlflow.golden import GoldenSet, version_label
 from kebab_mlflow.records import RunRecord
 
 if TYPE_CHECKING:  # the caller opens the store
@@ -88,7 +88,7 @@ def rescore_run(tracker: Tracker, experiment: str, ref: str, golden: GoldenSet, 
             vocab.RESCORED_FROM_GOLDEN_SHA256: run.tags.get(vocab.GOLDEN_SHA256, "unknown")}
     if rescored.dropped_new:
         tags[vocab.RESCORE_DROPPED_QUERIES] = str(len(rescored.dropped_new))
-    name = run_name or f"{run.run_name} rescored on {golden.name}@{golden.digest[:8]}"
+    name = run_name or f"{run.run_name} rescored on {version_label(golden.name, golden.digest)}"
     run_id = log_run(rescored.result, experiment=run_experiment, tracking_uri=tracker.uri,
                      run_name=name, extra_tags=tags)
     return LoggedRescore(run_id=run_id, experiment=run_experiment,

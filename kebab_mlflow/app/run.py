@@ -46,7 +46,7 @@ from kebab_mlflow.evaluation.evaluate import (
 from kebab_mlflow.evaluation.evidence import EvidenceRun, check_evidence, prepare_evidence
 from kebab_mlflow.evaluation.report import headline_values, run_report, summary_table
 from kebab_mlflow.evaluation.runner import check_expected_ids
-from kebab_mlflow.golden import GoldenSet, load_golden_set
+from kebab_mlflow.golden import GoldenSet, load_golden_set, version_label
 from kebab_mlflow.interrupts import checkpoint
 from kebab_mlflow.metrics.aggregate import Aggregate
 from kebab_mlflow.metrics.scoring import run_cutoffs
@@ -75,12 +75,10 @@ from kebab_mlflow.vocabulary import RunStatus
 if TYPE_CHECKING:  # the store loads once the inputs are checked
     from kebab_mlflow.tracking.store import Tracker
 
-SHORT_DIGEST = 8  # hex digits of a golden version's digest shown beside its name
-
 
 def golden_version(golden: GoldenSet) -> str:
     """How a golden version is shown (runs, the UI's runs page): its name and short digest."""
-    return f"{golden.name}@{golden.digest[:SHORT_DIGEST]}"
+    return version_label(golden.name, golden.digest)
 
 
 DEFAULT_CORPUS = "fixtures/kb"

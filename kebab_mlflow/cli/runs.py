@@ -10,6 +10,7 @@ import typer
 
 from kebab_mlflow import vocabulary as vocab
 from kebab_mlflow.cli.app import Experiment, TrackingUri, app, baseline_app
+from kebab_mlflow.golden import version_label
 from kebab_mlflow.vocabulary import RunStatus
 
 if TYPE_CHECKING:  # each command imports what it uses: --help stays light
@@ -106,7 +107,7 @@ def _golden_version(r: RunRecord) -> str:
         return str(r.tags["kebab.golden_version"])
     digest = r.tags.get("kebab.golden_sha256", "")
     name = r.params.get("golden_set", "")
-    return f"{name}@{digest[:8]}" if name and digest else name
+    return version_label(name, digest) if name and digest else name
 
 
 

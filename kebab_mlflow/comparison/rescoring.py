@@ -11,7 +11,7 @@ from kebab_mlflow.comparison.loading import kept_compact
 from kebab_mlflow.comparison.records import RunSide
 from kebab_mlflow.errors import InputError, Problem
 from kebab_mlflow.evaluation.rescore import RecordedRun, rescore
-from kebab_mlflow.golden import GoldenSet, load_golden_set
+from kebab_mlflow.golden import GoldenSet, load_golden_set, version_label
 
 GOLDEN_PATH_TAG = "kebab.golden_path"
 
@@ -46,8 +46,9 @@ def rescored_baseline(baseline: RunSide, golden: GoldenSet) -> RunSide:
             "kebab.per_query_sha256": result.per_query_sha256,
             "kebab.rescored_from_golden_sha256": baseline.tags.get("kebab.golden_sha256", "")}
     params = {**baseline.params, **{k: str(v) for k, v in result.params().items()}}
-    return replace(baseline, name=f"{baseline.name} (rescored on {golden.name}@"
-                   f"{golden.digest[:8]})", params=params, tags=tags, rows=rows,
+    label = version_label(golden.name, golden.digest)
+    return replace(baseline, name=f"{baseline.name} (rescored on {label})", params=params,
+                   tags=tags, rows=rows,
                    per_query_sha256=result.per_query_sha256, source=source)
 
 

@@ -39,7 +39,7 @@ from kebab_mlflow.comparison.records import (
 from kebab_mlflow.errors import InputError, Problem
 from kebab_mlflow.evaluation.per_query import QueryRow
 from kebab_mlflow.formatting import number
-from kebab_mlflow.golden import GoldenQuery, GoldenSet, SliceKey
+from kebab_mlflow.golden import GoldenQuery, GoldenSet, SliceKey, version_label
 
 
 def query_labels(query: GoldenQuery, by: SliceKey) -> tuple[str, ...]:
@@ -144,7 +144,7 @@ def with_slices(c: Comparison, baseline: RunSide, candidate: RunSide, golden: Go
             f"golden set {golden.name} ({golden.digest[:12]}) gives none of the "
             f"{len(c.queries)} compared queries a {by}", golden.path or "--golden")])
     slices, tests = slice_results(c, baseline, candidate, labels)
-    report = SliceReport(by=by, golden=f"{golden.name}@{golden.digest[:12]}",
+    report = SliceReport(by=by, golden=version_label(golden.name, golden.digest),
                          slices=tuple(slices), unlabelled=unlabelled, tests=tests,
                          small_set=c.options.small_set, overall=c.verdict)
     regressed = [slice_words(s) for s in report.regressed]

@@ -14,6 +14,7 @@ import re
 
 from kebab_mlflow import vocabulary as vocab
 from kebab_mlflow.errors import InputError, RunNotFoundError
+from kebab_mlflow.golden import version_label
 from kebab_mlflow.records import RunRecord
 from kebab_mlflow.tracking.store import BASELINE_TAG, Tracker
 from kebab_mlflow.vocabulary import RunStatus
@@ -91,4 +92,4 @@ def _check_same_golden(tracker: Tracker, experiment_id: str, run: RunRecord) -> 
 
 def _version(run: RunRecord) -> str:
     name = run.params.get("golden_set", "?")
-    return f"{name}@{run.tags.get('kebab.golden_sha256', 'unknown')[:8]}"
+    return version_label(name, run.tags.get("kebab.golden_sha256", "unknown"))
