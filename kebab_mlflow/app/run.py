@@ -50,6 +50,7 @@ from kebab_mlflow.golden import GoldenSet, load_golden_set, version_label
 from kebab_mlflow.interrupts import checkpoint
 from kebab_mlflow.metrics.aggregate import Aggregate
 from kebab_mlflow.metrics.scoring import run_cutoffs
+from kebab_mlflow.names import DEFAULT_K
 from kebab_mlflow.pipeline.backends.floors import oracle_truth
 from kebab_mlflow.pipeline.cache import cache_root
 from kebab_mlflow.pipeline.reference import build_pipeline
@@ -89,7 +90,7 @@ class RunOptions:
     golden: str = "fixtures/golden_queries.yaml"
     corpus: str | None = None  # None: the golden set's ``corpus:``, else DEFAULT_CORPUS
     preset: str = "naive_baseline"
-    k: int = 10
+    k: int = DEFAULT_K
     overrides: Mapping[str, Any] = field(default_factory=dict)
     experiment: str = "kebab-eval"
     tracking_uri: str | None = None

@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from kebab_mlflow.cli.app import app
+from kebab_mlflow.names import DEFAULT_K
 
 
 @app.command()
@@ -23,7 +24,7 @@ def calibrate(
     set_: Annotated[list[str] | None, typer.Option("--set", help="config override KEY=VALUE")]
     = None,
     method: Annotated[str, typer.Option(help="isotonic | platt")] = "platt",
-    k: Annotated[int, typer.Option("--k", help="retrieval depth")] = 10,
+    k: Annotated[int, typer.Option("--k", help="retrieval depth")] = DEFAULT_K,
 ) -> None:
     """Fit the answer-confidence calibrator on a golden set and store it with the index.
 

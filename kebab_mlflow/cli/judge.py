@@ -9,13 +9,14 @@ from typing import Annotated
 import typer
 
 from kebab_mlflow.cli.app import Experiment, TrackingUri, app, golden_app
+from kebab_mlflow.names import DEFAULT_K
 
 
 @app.command()
 def judge(
     run_refs: Annotated[list[str], typer.Argument(
         metavar="RUN...", help="runs whose unjudged hits to list (e.g. baseline and candidate)")],
-    k: Annotated[int, typer.Option("--k", help="hits considered per query: the top k")] = 10,
+    k: Annotated[int, typer.Option("--k", help="hits considered per query: the top k")] = DEFAULT_K,
     out: Annotated[Path, typer.Option("--out", help="the judging file to write")]
     = Path("to_judge.yaml"),
     golden: Annotated[Path | None, typer.Option(

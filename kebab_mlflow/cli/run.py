@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from kebab_mlflow.cli.app import Experiment, TrackingUri, app
+from kebab_mlflow.names import DEFAULT_K
 
 
 @app.command()
@@ -54,7 +55,8 @@ def run(
              "corpus, else fixtures/kb)")] = None,
     preset: Annotated[str, typer.Option(help="pipeline preset (see `presets`)")]
     = "naive_baseline",
-    k: Annotated[int, typer.Option("--k", help="retrieval depth; metrics at cut-offs <= k")] = 10,
+    k: Annotated[int, typer.Option(
+        "--k", help="retrieval depth; metrics at cut-offs <= k")] = DEFAULT_K,
     cutoffs: Annotated[str | None, typer.Option(
         help="metric cut-offs, e.g. 1,5,10,100,1000 (each <= --k; default 1,3,5,10 and k)")]
     = None,

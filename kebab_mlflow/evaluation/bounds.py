@@ -25,6 +25,7 @@ from kebab_mlflow.evaluation.rescore import RecordedRun, rescore
 from kebab_mlflow.golden import GoldenSet
 from kebab_mlflow.metrics.registry import UPPER_SUFFIX
 from kebab_mlflow.metrics.unjudged import BOUND_LEVEL, unjudged_in
+from kebab_mlflow.names import DEFAULT_K
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,7 +65,7 @@ def optimistic_golden(golden: GoldenSet, unjudged: Mapping[str, Sequence[str]]) 
     return dataclasses.replace(golden, queries=queries)
 
 
-def unjudged_bounds(run: RecordedRun, golden: GoldenSet, k: int = 10) -> UnjudgedBounds:
+def unjudged_bounds(run: RecordedRun, golden: GoldenSet, k: int = DEFAULT_K) -> UnjudgedBounds:
     """The doc-level metrics of ``run`` under ``golden`` (lower) and with the unjudged
     documents in each metric's cut-off counted relevant (upper), by rescoring it; the
     unjudged hits counted in the top ``k``."""

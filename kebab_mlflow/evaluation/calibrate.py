@@ -13,6 +13,7 @@ import numpy as np
 
 from kebab_mlflow.errors import CalibrationError
 from kebab_mlflow.metrics.calibration import calibration_block, response_correct, usable_confidence
+from kebab_mlflow.names import DEFAULT_K
 from kebab_mlflow.pipeline.calibrator import (
     METHODS,
     Calibrator,
@@ -34,7 +35,7 @@ class CalibrationFit:
 
 def fit_on_golden_set(golden_path: str | Path, corpus: str | Path,
                       preset: str = "naive_baseline",
-                      overrides: Mapping[str, Any] | None = None, k: int = 10,
+                      overrides: Mapping[str, Any] | None = None, k: int = DEFAULT_K,
                       method: str = "platt", save: bool = True) -> CalibrationFit:
     """Run the reference pipeline with calibration off over the golden set (no MLflow), fit a
     calibrator on (raw confidence, refused, correct) of its ask cases and store it with the
@@ -56,7 +57,7 @@ def fit_on_golden_set(golden_path: str | Path, corpus: str | Path,
                              method, save)
 
 
-def fit_with_pipeline(pipeline: Any, golden: Any, about: Mapping[str, Any], k: int = 10,
+def fit_with_pipeline(pipeline: Any, golden: Any, about: Mapping[str, Any], k: int = DEFAULT_K,
                       method: str = "platt", save: bool = True) -> CalibrationFit:
     """:func:`fit_on_golden_set` with a pipeline already built (calibration off); ``about``
     goes into the calibrator's ``info`` (corpus, preset)."""
@@ -126,7 +127,8 @@ def _answer(a: Mapping[str, Any] | None) -> Answer | None:
                   similarity=a.get("similarity"))
 
 
-def gate_cases(pipeline: Any, golden: Any, k: int = 10) -> tuple[np.ndarray, np.ndarray, int]:
+def gate_cases(pipeline: Any, golden: Any, k: int = DEFAULT_K
+               ) -> tuple[np.ndarray, np.ndarray, int]:
     """The answerability gate's features (:func:`answerer.gate_features`) of each ask query of
     ``golden`` that has a quotable sentence, whether it is answerable, and how many answerable
     ones have none (refused whatever the gate) — what :func:`calibrator.fit_gate` fits on."""

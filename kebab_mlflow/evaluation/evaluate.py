@@ -30,6 +30,7 @@ from kebab_mlflow.evaluation.runner import check_expected_ids, run_queries
 from kebab_mlflow.golden import GoldenSet, load_golden_set
 from kebab_mlflow.metrics.aggregate import Aggregate
 from kebab_mlflow.metrics.scoring import run_cutoffs
+from kebab_mlflow.names import DEFAULT_K
 from kebab_mlflow.records import VersionSnapshot
 
 if TYPE_CHECKING:  # built on demand: an in-memory evaluation of a target never loads it
@@ -197,7 +198,7 @@ def as_pipeline(pipeline: Any, concurrency: int = 1,
                       "search(query, k), a function f(query, k) -> hits, or a target spec")
 
 
-def evaluate(pipeline: Any, golden: GoldenSet | str | Path, *, k: int = 10,
+def evaluate(pipeline: Any, golden: GoldenSet | str | Path, *, k: int = DEFAULT_K,
              cutoffs: Sequence[int] | None = None, seed: int = 0, fail_fast: bool = False,
              concurrency: int = 1, per_query_path: Path | None = None,
              ask: bool | None = None, repeat: int = 1) -> EvalResult:
