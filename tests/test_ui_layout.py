@@ -69,7 +69,13 @@ def test_headline_metrics_alone_and_breakdowns_in_a_table(runs, tmp_path):
     run = client.get_run(result.run_id)
     overall = result.aggregate.overall
     calibration = {"ece", "brier"}  # issue 31: headline metrics whenever confidences exist
-    assert set(run.data.metrics) == {n for n, v in overall.items() if v is not None} | calibration
+    # and the bounds for unjudged hits of the headline doc metrics (tests/test_unjudged_bounds.py)
+    from kebab_mlflow.evaluation.report import headline
+
+    bounds = set(result.aggregate.bound_metrics(headline(overall)))
+    assert "ndcg_at_10_doc_upper" in bounds and "unjudged_hits_at_10_doc" in bounds
+    assert set(run.data.metrics) == ({n for n, v in overall.items() if v is not None}
+                                     | calibration | bounds)
     assert "hit_at_10" in run.data.metrics and "by_query_type/comparison/mrr" not in (
         run.data.metrics)
     history = client.get_metric_history(result.run_id, "mrr")
@@ -99,7 +105,7 @@ def test_log_breakdowns_logs_everything_headline_first(runs):
                 if isinstance(r[3], (int, float)) and not isinstance(r[3], bool)]
     assert len(metrics) == len(non_null) + sum(v is not None for v in
                                                result.aggregate.overall.values()) + len(
-        result.aggregate.calibration_headline())
+        result.aggregate.calibration_headline()) + len(result.aggregate.bound_metrics())
 
 
 def test_experiment_kind_is_set(runs):
