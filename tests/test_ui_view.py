@@ -82,6 +82,24 @@ def test_each_golden_sets_primary_leads_the_metrics_and_stays_in_front():
     assert state["columnOrder"][2:5] == LEADING  # right after the run name and date
 
 
+def test_a_golden_sets_declared_primary_leads_instead_of_the_default():
+    fixture = ["hit_at_1", "hit_at_5", "mrr", "ndcg_at_10_doc", "recall_at_10_doc"]
+    declared = ui_view.view_tag_value(fixture, None, 1, primary="recall_at_10_doc")
+    assert ui_view.view_metrics(declared)[0] == "recall_at_10_doc"
+    assert json.loads(declared)["kebabPrimaries"] == ["recall_at_10_doc"]
+
+
+def test_a_run_of_a_set_declaring_its_primary_puts_that_metric_first(store_uri, tmp_path):
+    golden = tmp_path / "declared.yaml"
+    golden.write_text(GOLDEN.read_text().replace("queries:", "primary_metric: map_doc\nqueries:",
+                                                 1))
+    res = runner.invoke(app, ["run", "--golden", str(golden), "--corpus", str(KB),
+                              "--tracking-uri", store_uri])
+    assert res.exit_code == 0, res.output
+    tags = mlflow_client(store_uri).get_experiment_by_name("kebab-eval").tags
+    assert ui_view.view_metrics(tags[VIEW_TAG])[0] == "map_doc"
+
+
 def test_an_older_view_without_the_leading_columns_is_rewritten():
     old_state = {"selectedColumns": ["metrics.`mrr`", "attributes.`Models`"],
                  "columnOrder": [], "columnWidths": {}}

@@ -351,8 +351,12 @@ def finish_run(tracker: Tracker, run_id: str, experiment_id: str, result: EvalRe
         "tracking_uri": describe_uri(tracker.uri),
         "metrics": logged_metrics(result.aggregate, publishing.log_breakdowns),
         # kebab.traces: how many traces the run has (a PR comment links them only then)
+        # kebab.primary_metric again (set at the start too): publishing puts it first in the
+        # UI's runs view, and an `upload` has only this folder
         "tags": {vocab.PER_QUERY_SHA256: result.per_query_sha256,
-                 **({vocab.TRACES: str(traced)} if traced else {})},
+                 **({vocab.TRACES: str(traced)} if traced else {}),
+                 **({vocab.PRIMARY_METRIC: primary} if (primary := result.golden.primary_metric)
+                    else {})},
         "description": f"**{title}**\n\n{_summary_markdown(result.aggregate)}",
         "dataset": golden_dataset(result.golden),
         "model": pipeline_model(result),
@@ -448,8 +452,9 @@ def publish(tracker: Tracker, workdir: Path) -> None:
         tracker.log_traces(manifest["experiment_id"], run_id, read_traces(workdir / TRACES),
                            model_id)
     checkpoint("traces-logged")
-    tracker.set_runs_view(manifest["experiment_id"], [names.metric_key(n)
-                                                      for n in headline_values(aggregate)])
+    tracker.set_runs_view(manifest["experiment_id"],
+                          [names.metric_key(n) for n in headline_values(aggregate)],
+                          manifest["tags"].get(vocab.PRIMARY_METRIC))
     checkpoint("view-set")
     if tracker.run_status(run_id) != RunStatus.FINISHED:
         tracker.end_run(run_id, RunStatus.FINISHED)

@@ -612,15 +612,17 @@ class Tracker:
     def experiment_tag(self, experiment_id: str, key: str) -> str | None:
         return cast("str | None", self.client.get_experiment(experiment_id).tags.get(key))
 
-    def set_runs_view(self, experiment_id: str, metrics: Iterable[str]) -> None:
-        """Add a run's headline metrics (MLflow names) to the columns of kebab's saved runs
-        view, the page every printed UI URL opens (tracking/ui_view.py says why). Written only
-        when it changes; a user who may not write experiment tags keeps the view as it is."""
+    def set_runs_view(self, experiment_id: str, metrics: Iterable[str],
+                      primary: str | None = None) -> None:
+        """Add a run's headline metrics (MLflow names) and its ``primary`` metric (None: the
+        default for its ground truth) to the columns of kebab's saved runs view, the page
+        every printed UI URL opens (tracking/ui_view.py says why). Written only when it
+        changes; a user who may not write experiment tags keeps the view as it is."""
         with _store_lock(self.uri):  # parallel sweep rows: one read-modify-write at a time
             try:
                 tags = self.client.get_experiment(experiment_id).tags
                 value = ui_view.view_tag_value(metrics, tags.get(ui_view.VIEW_TAG),
-                                               int(time.time() * 1000))
+                                               int(time.time() * 1000), primary)
                 if value is not None:
                     self.client.set_experiment_tag(experiment_id, ui_view.VIEW_TAG, value)
             except MlflowException:

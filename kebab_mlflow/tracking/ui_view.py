@@ -115,12 +115,16 @@ def view_state(metrics: Iterable[str], primaries: Iterable[str] = ()) -> dict[st
             "columnWidths": {**LEADING_WIDTHS, **widths, DATASET_COLUMN: DATASET_WIDTH}}
 
 
-def view_tag_value(metrics: Iterable[str], previous: str | None, now_ms: int) -> str | None:
+def view_tag_value(metrics: Iterable[str], previous: str | None, now_ms: int,
+                   primary: str | None = None) -> str | None:
     """The tag value of kebab's saved view once ``metrics`` (a run's headline metrics, MLflow
-    names) are added to the columns ``previous`` has, the run's primary (:func:`primary_of`)
-    among the view's primaries; None when that changes nothing."""
+    names) are added to the columns ``previous`` has, the run's primary among the view's
+    primaries: ``primary`` (its golden set's declared ``primary_metric``), else
+    :func:`primary_of`; None when that changes nothing."""
     metrics = list(metrics)
-    own = primary_of(metrics)
+    own = primary or primary_of(metrics)
+    if own and own not in metrics:
+        metrics.append(own)
     primaries = display_order({*view_primaries(previous), *([own] if own else [])})
     union = display_order(set(view_metrics(previous)) | set(metrics))
     kept = [*primaries, *(m for m in union if m not in primaries)][:MAX_METRIC_COLUMNS]
