@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, fields
 from typing import Any
 
@@ -88,17 +88,24 @@ _FIELDS = tuple(f.name for f in fields(QueryDiff))
 
 
 def dumps(c: Comparison) -> str:
-    """``json.dumps(to_json(c), indent=1)``, byte for byte, without the whole tree: the query
-    diffs (100k at 100k queries) are rendered one at a time, never all held as dicts."""
+    """``json.dumps(to_json(c), indent=1)``: the report as compare.json holds it."""
+    return "".join(iter_dumps(c))
+
+
+def iter_dumps(c: Comparison) -> Iterator[str]:
+    """:func:`dumps` in pieces, byte for byte, without the whole tree or the whole text: the
+    query diffs (100k at 100k queries) are rendered one at a time, as they are written."""
     if not c.queries:
-        return json.dumps(to_json(c), indent=1, allow_nan=False, ensure_ascii=False)
+        yield json.dumps(to_json(c), indent=1, allow_nan=False, ensure_ascii=False)
+        return
     head = json.dumps(_document(c, _QUERIES), indent=1, allow_nan=False, ensure_ascii=False)
     before, after = head.split(json.dumps(_QUERIES), 1)
     encode = json.JSONEncoder(indent=1, allow_nan=False, ensure_ascii=False).encode
-    items = ",\n  ".join(
-        encode(_clean({f: getattr(q, f) for f in _FIELDS})).replace("\n", "\n  ")
-        for q in ordered(c.queries))
-    return before + "[\n  " + items + "\n ]" + after
+    yield before + "["
+    for i, q in enumerate(ordered(c.queries)):
+        yield ("\n  " if i == 0 else ",\n  ") + encode(
+            _clean({f: getattr(q, f) for f in _FIELDS})).replace("\n", "\n  ")
+    yield "\n ]" + after
 
 
 def ordered(queries: Sequence[QueryDiff]) -> list[QueryDiff]:
