@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from kebab_mlflow.app.run import RunOptions, execute
 from kebab_mlflow.cli import app
 from kebab_mlflow.comparison.records import CompareOptions, RunSide
-from kebab_mlflow.comparison.rendering import dumps, to_json, to_markdown
+from kebab_mlflow.comparison.rendering import dumps, iter_dumps, to_json, to_markdown
 from kebab_mlflow.comparison.verdict import ComparisonRefused, compare_runs, doc_variant
 from kebab_mlflow.evaluation.per_query import PerQueryRow
 from tests.conftest import GOLDEN, KB, ROOT
@@ -393,6 +393,23 @@ def test_private_sets_keep_query_text_out_and_json_has_no_nan():
     assert contains["n"] == 0 and contains["delta"] is None and contains["p_holm"] is None
     json.dumps(data, allow_nan=False)
     assert any("contains_all has no query scored by both runs" in w for w in result.warnings)
+
+
+def test_streamed_json_is_the_whole_tree_dump_byte_for_byte():
+    """dumps/iter_dumps render the query diffs one at a time; the reference is json.dumps of
+    the whole to_json tree (what compare printed before), on ranks, flips, a NaN top-score
+    delta (→ null), non-ASCII and newlines in the query text."""
+    b = [_row("q1", 1.0), _row("q2", 0.5, score=float("nan")), _row("q3", None, hits=0),
+         _row("é\n", 0.0, contains=1.0), _row("q5", 0.25, refused=False)]
+    c = [_row("q1", 0.0), _row("q2", 1.0), _row("q3", None, hits=2), _row("é\n", 1.0,
+         contains=0.0), _row("q5", 0.25, refused=True)]
+    result = compare_runs(_side("b", b), _side("c", c),
+                          CompareOptions(gates=("mrr",), resamples=200))
+    whole = json.dumps(to_json(result), indent=1, allow_nan=False, ensure_ascii=False)
+    assert dumps(result) == "".join(iter_dumps(result)) == whole
+    queries = json.loads(whole)["queries"]
+    assert len(queries) == 5 and {q["kind"] for q in queries} >= {"Regression", "Win"}
+    assert next(q for q in queries if q["id"] == "q2")["top_score_delta"] is None
 
 
 def test_every_refusal_is_listed_at_once():

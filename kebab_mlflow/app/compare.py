@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from kebab_mlflow import vocabulary as vocab
 from kebab_mlflow.comparison.records import Comparison
-from kebab_mlflow.comparison.rendering import dumps, to_markdown
+from kebab_mlflow.comparison.rendering import iter_dumps, to_markdown
 from kebab_mlflow.comparison.slices import verdict_text
 from kebab_mlflow.formatting import number
 from kebab_mlflow.interrupts import checkpoint, signals_deferred
@@ -56,7 +56,8 @@ def record(tracker: Tracker, c: Comparison) -> None:
     with tempfile.TemporaryDirectory(prefix="kebab-compare-") as tmp:
         md, js = Path(tmp) / "report.md", Path(tmp) / "compare.json"
         md.write_text(to_markdown(c))
-        js.write_text(dumps(c))
+        with js.open("w") as f:
+            f.writelines(iter_dumps(c))
         with signals_deferred() as held:
             tracker.log_artifact(run_id, js, "compare")
             tracker.log_artifact(run_id, md, "compare")

@@ -9,7 +9,9 @@ mlflow.
 
 from __future__ import annotations
 
+import itertools
 import os
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from enum import StrEnum
 from pathlib import Path
@@ -183,13 +185,14 @@ def _execute(tracking_uri: str | None, experiment: str, refs: tuple[str, str],
     _finish(result, no_log)
 
 
-def _render(result: Comparison, fmt: Format, wide: bool, to_file: bool) -> str:
+def _render(result: Comparison, fmt: Format, wide: bool, to_file: bool) -> str | Iterator[str]:
+    """The output as text, or as pieces (json: written as rendered, never whole in memory)."""
     from kebab_mlflow import comparison as cmp
     from kebab_mlflow.cli.compare_table import render_table
     from kebab_mlflow.cli.console import out
 
     if fmt is Format.json:
-        return cmp.dumps(result) + "\n"
+        return itertools.chain(cmp.iter_dumps(result), ("\n",))
     if fmt is Format.md:
         return cmp.to_markdown(result)
     if fmt is Format.junit:
@@ -220,21 +223,23 @@ def _pr_comment(tracker: Tracker, result: Comparison, baseline: RunSide, candida
     return to_pr_comment(result, baseline, candidate, links=links)
 
 
-def _emit(text: str, out_file: Path | None) -> None:
-    """Write the result; a failure is exit 2 (OutputError), never 1."""
+def _emit(text: str | Iterable[str], out_file: Path | None) -> None:
+    """Write the result (a text or its pieces); a failure is exit 2 (OutputError), never 1."""
     import sys
 
     from kebab_mlflow.errors import OutputError
 
+    pieces = (text,) if isinstance(text, str) else text
     if out_file is not None:
         try:
             out_file.parent.mkdir(parents=True, exist_ok=True)
-            out_file.write_text(text)
+            with out_file.open("w") as f:
+                f.writelines(pieces)
         except OSError as exc:
             raise OutputError(f"cannot write --out {out_file}: {exc.strerror or exc}") from None
         return
     try:
-        sys.stdout.write(text)
+        sys.stdout.writelines(pieces)
         sys.stdout.flush()
     except BrokenPipeError:
         # the reader went away (`| head`): silence the interpreter's final flush too

@@ -11,6 +11,7 @@ from kebab_mlflow.comparison.records import KINDS, CompareOptions, Comparison, R
 from kebab_mlflow.comparison.rendering import (
     dumps,
     headline,
+    iter_dumps,
     ordered,
     to_json,
     to_junit,
@@ -19,4 +20,4 @@ from kebab_mlflow.comparison.rendering import (
 from kebab_mlflow.comparison.verdict import compare_runs
 
 __all__ = ["KINDS", "CompareOptions", "Comparison", "RunSide", "compare_runs", "dumps",
-           "headline", "load_pair", "ordered", "to_json", "to_junit", "to_markdown"]
+           "headline", "iter_dumps", "load_pair", "ordered", "to_json", "to_junit", "to_markdown"]

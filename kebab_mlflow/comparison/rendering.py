@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
-from dataclasses import asdict
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, fields
 from typing import Any
 
 from kebab_mlflow.comparison.records import (
@@ -30,6 +30,12 @@ def _clean(value: Any) -> Any:
 
 
 def to_json(c: Comparison) -> dict[str, Any]:
+    return _document(c, [asdict(q) for q in ordered(c.queries)])
+
+
+def _document(c: Comparison, queries: Any) -> dict[str, Any]:
+    """The report as JSON-ready values, ``queries`` in its place (a placeholder for
+    :func:`dumps`, which renders them one at a time)."""
     o = c.options
     cleaned: dict[str, Any] = _clean({
         "verdict": c.verdict,
@@ -60,7 +66,7 @@ def to_json(c: Comparison) -> dict[str, Any]:
         "counts": c.counts,
         "flaky_regressions": c.flaky_regressions,
         "metrics": [asdict(m) for m in c.metrics],
-        "queries": [asdict(q) for q in ordered(c.queries)],
+        "queries": queries,
         "slices": slice_json(c.slices),
     })
     return cleaned
@@ -77,8 +83,29 @@ def version_lines(c: Comparison) -> list[str]:
             for k, b, v in changed_versions(c)]
 
 
+_QUERIES = "\x00queries\x00"  # stands for the query list while the rest is rendered
+_FIELDS = tuple(f.name for f in fields(QueryDiff))
+
+
 def dumps(c: Comparison) -> str:
-    return json.dumps(to_json(c), indent=1, allow_nan=False, ensure_ascii=False)
+    """``json.dumps(to_json(c), indent=1)``: the report as compare.json holds it."""
+    return "".join(iter_dumps(c))
+
+
+def iter_dumps(c: Comparison) -> Iterator[str]:
+    """:func:`dumps` in pieces, byte for byte, without the whole tree or the whole text: the
+    query diffs (100k at 100k queries) are rendered one at a time, as they are written."""
+    if not c.queries:
+        yield json.dumps(to_json(c), indent=1, allow_nan=False, ensure_ascii=False)
+        return
+    head = json.dumps(_document(c, _QUERIES), indent=1, allow_nan=False, ensure_ascii=False)
+    before, after = head.split(json.dumps(_QUERIES), 1)
+    encode = json.JSONEncoder(indent=1, allow_nan=False, ensure_ascii=False).encode
+    yield before + "["
+    for i, q in enumerate(ordered(c.queries)):
+        yield ("\n  " if i == 0 else ",\n  ") + encode(
+            _clean({f: getattr(q, f) for f in _FIELDS})).replace("\n", "\n  ")
+    yield "\n ]" + after
 
 
 def ordered(queries: Sequence[QueryDiff]) -> list[QueryDiff]:
