@@ -311,3 +311,19 @@ def test_the_bounds_formulas_equal_the_metrics_on_the_counted_relevant_tables():
                                    atol=1e-12, err_msg=metric.name)
         counted = np.where(doc.applicable, count, np.nan)
         np.testing.assert_array_equal(fast[f"unjudged_hits_at_{k}_doc"], counted)
+
+
+def test_compares_bound_counts_unjudged_hits_within_the_primarys_own_cutoff():
+    """compare's optimistic rescore counts the primary's unjudged documents within the same
+    cut-off as the run's own <primary>_upper: its k, mrr's 10, the retrieved depth for map."""
+    from types import SimpleNamespace
+
+    from kebab_mlflow.comparison.unjudged import bound_depth
+
+    deep, shallow = SimpleNamespace(params={"k": "100"}), SimpleNamespace(params={"k": "50"})
+    assert bound_depth("ndcg_at_10_doc", (deep, shallow)) == 10
+    assert bound_depth("recall_at_100_doc", (deep, deep)) == 100
+    assert bound_depth("map_doc", (deep, shallow)) == 100  # each side's whole ranking
+    assert bound_depth("r_precision_doc", (shallow, shallow)) == 50
+    assert bound_depth("mrr_doc", (deep, deep)) == 10
+    assert bound_depth("mrr", (deep, deep)) == 10  # chunk level: no doc bound, the default k

@@ -25,6 +25,9 @@ from kebab_mlflow.evaluation.bounds import optimistic_golden, unjudged_docs
 from kebab_mlflow.evaluation.per_query import CompactRow, PerQueryRow, read_compact
 from kebab_mlflow.evaluation.rescore import RecordedRun, rescore
 from kebab_mlflow.golden import GoldenSet
+from kebab_mlflow.metrics.registry import parse_metric
+from kebab_mlflow.metrics.unjudged import bound_cutoff
+from kebab_mlflow.names import DEFAULT_K
 
 INCONCLUSIVE_UNJUDGED = Verdict.INCONCLUSIVE_UNJUDGED
 
@@ -112,14 +115,25 @@ def _optimistic_sides(baseline: RunSide, candidate: RunSide, golden: GoldenSet, 
     return counts, b, c
 
 
+def bound_depth(primary: str, sides: Sequence[RunSide]) -> int:
+    """Within how many documents the primary's unjudged hits count relevant: the cut-off a
+    run's own ``<primary>_upper`` uses (metrics.unjudged.bound_cutoff: its k, mrr's 10, the
+    retrieved depth for map and r_precision), DEFAULT_K for a primary without a doc bound."""
+    metric = parse_metric(primary)
+    depth = max(int(side.params.get("k") or DEFAULT_K) for side in sides)
+    cutoff = bound_cutoff(metric, depth) if metric is not None else None
+    return cutoff if cutoff is not None else DEFAULT_K
+
+
 def with_unjudged_bounds(result: Comparison, baseline: RunSide, candidate: RunSide,
                          golden: GoldenSet, options: CompareOptions, mode: UnjudgedMode,
-                         k: int = 10) -> Comparison:
+                         ) -> Comparison:
     """``result`` with the bounds noted (report) or gated (gate); unchanged for off."""
     from kebab_mlflow.comparison.verdict import compare_runs
 
     if mode is UnjudgedMode.OFF:
         return result
+    k = bound_depth(result.primary.name, (baseline, candidate))
     counts, upper_b, upper_c = _optimistic_sides(baseline, candidate, golden, k,
                                                  _upper_names(options, (baseline, candidate)))
     upper = compare_runs(upper_b, upper_c, options)
