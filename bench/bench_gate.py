@@ -87,7 +87,7 @@ def runs(golden_path: Path | None = None, corpus: Path = SCIFACT_CORPUS
             "chunker__mode": "document", **{k.replace(".", "__"): v
                                             for k, v in overrides.items()}})
         rows = {r.id: r for r in evaluate(pipeline, golden, k=DEPTH).rows()}
-        ranked[name] = [[h["doc_id"] for h in rows[q.id].hits] for q in golden.queries]
+        ranked[name] = [[h.doc_id for h in rows[q.id].hits] for q in golden.queries]
         scores[name] = np.array([rows[q.id].scores["ndcg_at_10_doc"] for q in golden.queries])
         mine = np.array([ndcg_at_10(r, q.relevant_doc_grades)
                          for r, q in zip(ranked[name], golden.queries, strict=True)])

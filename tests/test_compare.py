@@ -18,6 +18,7 @@ from kebab_mlflow.comparison.records import CompareOptions, RunSide
 from kebab_mlflow.comparison.rendering import dumps, iter_dumps, to_json, to_markdown
 from kebab_mlflow.comparison.verdict import ComparisonRefused, compare_runs, doc_variant
 from kebab_mlflow.evaluation.per_query import PerQueryRow
+from kebab_mlflow.records import Answer, Hit
 from tests.conftest import GOLDEN, KB, ROOT
 
 runner = CliRunner()
@@ -140,7 +141,7 @@ def test_runs_shallower_than_mrr_still_show_their_regressions(store):
 
 def test_first_relevant_rank_beyond_ten_is_a_miss_and_null_means_no_truth():
     def row(qid, rank):
-        hits = tuple({"rank": i + 1, "chunk_id": f"d{i}#0", "doc_id": f"d{i}", "score": 1.0}
+        hits = tuple(Hit(rank=i + 1, chunk_id=f"d{i}#0", doc_id=f"d{i}", score=1.0)
                      for i in range(20))
         scores = {"hit_at_5": None if rank is None else float(0 < rank <= 5)}
         return PerQueryRow(id=qid, query=qid, hits=hits, answer=None, scores=scores, latency_ms=1.0,
@@ -156,7 +157,7 @@ def test_first_relevant_rank_beyond_ten_is_a_miss_and_null_means_no_truth():
 def test_an_old_per_query_file_without_first_relevant_rank_is_not_read_as_misses():
     # a --k 5 run has no mrr; if only one side has first_relevant_rank, both are read the old
     # way (no rank information), never "truth on one side only" = a miss on the other
-    hits = ({"rank": 1, "chunk_id": "d#0", "doc_id": "d", "score": 1.0},)
+    hits = (Hit(rank=1, chunk_id="d#0", doc_id="d", score=1.0),)
     new = [PerQueryRow(id=q, query=q, hits=hits, answer=None, scores={"hit_at_5": 1.0},
                        latency_ms=1.0, error=None, first_relevant_rank={"chunk": 1, "doc": 1})
            for q in "abc"]
@@ -169,7 +170,7 @@ def test_an_old_per_query_file_without_first_relevant_rank_is_not_read_as_misses
 
 
 def _truth_row(qid, chunk, doc, **scores):
-    hits = ({"rank": 1, "chunk_id": "d#0", "doc_id": "d", "score": 1.0},)
+    hits = (Hit(rank=1, chunk_id="d#0", doc_id="d", score=1.0),)
     return PerQueryRow(id=qid, query=qid, hits=hits, answer=None, scores=scores, latency_ms=1.0,
                        error=None, first_relevant_rank={"chunk": chunk, "doc": doc})
 
@@ -319,9 +320,9 @@ def test_compare_help_does_not_import_mlflow():
 
 
 def _row(qid, mrr, hits=1, contains=None, refused=None, score=1.0, **scores):
-    answer = None if refused is None else {"text": "t", "citations": [],
-                                           "refusal_reason": "gate" if refused else None}
-    hit_list = tuple({"rank": i + 1, "chunk_id": f"d{i}#0", "doc_id": f"d{i}", "score": score}
+    answer = None if refused is None else Answer(text="t",
+                                                 refusal_reason="gate" if refused else None)
+    hit_list = tuple(Hit(rank=i + 1, chunk_id=f"d{i}#0", doc_id=f"d{i}", score=score)
                      for i in range(hits))
     return PerQueryRow(id=qid, query=f"query {qid}?", hits=hit_list, answer=answer,
                        scores={"mrr": mrr, "mrr_doc": mrr, "hit_at_5": None if mrr is None else

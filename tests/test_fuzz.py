@@ -144,7 +144,7 @@ def test_per_query_reader(raw_lines):
         for row in rows:  # what it accepts, compare can use
             assert isinstance(row.id, str) and isinstance(row.scores, dict)
             for h in row.hits:
-                assert isinstance(h["rank"], int) and isinstance(h["chunk_id"], str)
+                assert isinstance(h.rank, int) and h.rank >= 1 and isinstance(h.chunk_id, str)
             for rank in (row.first_relevant_rank or {}).values():
                 assert rank is None or (type(rank) is int and rank >= 0)
 

@@ -30,6 +30,7 @@ from kebab_mlflow.comparison.verdict import compare_runs
 from kebab_mlflow.errors import GoldenSetError
 from kebab_mlflow.evaluation.per_query import PerQueryRow
 from kebab_mlflow.golden import parse_golden_set
+from kebab_mlflow.records import Hit
 from tests.conftest import GOLDEN, KB, ROOT, SHARED
 from tests.test_ci_comment import forge  # noqa: F401 - the fake API fixture
 
@@ -40,7 +41,7 @@ SCIFACT = SHARED / "datasets" / "scifact"
 def _doc_row(qid: str, rank: int, ndcg: float | None = None) -> PerQueryRow:
     """A doc-level-only query (a BEIR set): no chunk truth; first relevant doc at ``rank``
     (0 = a miss)."""
-    hits = tuple({"rank": i + 1, "chunk_id": f"d{i}", "doc_id": f"d{i}", "score": 10.0 - i}
+    hits = tuple(Hit(rank=i + 1, chunk_id=f"d{i}", doc_id=f"d{i}", score=10.0 - i)
                  for i in range(10))
     value = (1 / math.log2(rank + 1) if rank else 0.0) if ndcg is None else ndcg
     scores = {"mrr": None, "hit_at_5": None, "mrr_doc": 1 / rank if rank else 0.0,
@@ -118,7 +119,7 @@ def test_scifact_bm25_vs_random_retrieval_is_regressed_at_doc_level(tmp_path, st
 
 
 def _chunk_rows(deltas_mrr, n=40, base_mrr=0.5, **extra):
-    hits = ({"rank": 1, "chunk_id": "d#0", "doc_id": "d", "score": 1.0},)
+    hits = (Hit(rank=1, chunk_id="d#0", doc_id="d", score=1.0),)
     b, c = [], []
     for i in range(n):
         d = deltas_mrr[i] if i < len(deltas_mrr) else 0.0

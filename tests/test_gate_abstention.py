@@ -18,7 +18,7 @@ from kebab_mlflow.errors import PerQueryError
 from kebab_mlflow.evaluation.per_query import PerQueryRow, read_per_query
 from kebab_mlflow.golden import GoldenQuery
 from kebab_mlflow.metrics.answers import abstention_accuracy, abstention_outcome
-from kebab_mlflow.records import Answer
+from kebab_mlflow.records import Answer, Hit
 
 runner = CliRunner()
 
@@ -60,15 +60,15 @@ def test_abstention_outcome_changes_are_classed(before, after, kind):
 
 
 def _row(qid: str, answerable: bool, refused: bool) -> PerQueryRow:
-    answer = {"text": "" if refused else "an answer", "citations": [] if refused else ["c1"],
-              "refusal_reason": "no evidence" if refused else None}
+    answer = Answer(text="" if refused else "an answer", citations=() if refused else ("c1",),
+                    refusal_reason="no evidence" if refused else None)
     contains = (None if refused else 0.0) if not answerable else (0.0 if refused else 1.0)
     accuracy = None if answerable and not refused else float(refused and not answerable)
     scores = {"contains_all": contains, "abstention_accuracy": accuracy,
               "refusal_rate": float(refused), "mrr": None, "mrr_doc": None}
     outcome = None if answerable else ("correct_refusal" if refused else "incorrect_answer")
     return PerQueryRow(id=qid, query=None,
-                       hits=({"rank": 1, "chunk_id": "c1", "doc_id": "d1", "score": 1.0},),
+                       hits=(Hit(rank=1, chunk_id="c1", doc_id="d1", score=1.0),),
                        answer=answer, scores=scores, latency_ms=1.0, error=None,
                        first_relevant_rank={"chunk": None, "doc": None}, abstention=outcome)
 

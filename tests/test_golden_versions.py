@@ -237,9 +237,10 @@ def test_judge_on_a_private_set_writes_no_text_anywhere(store_uri, tmp_path):
 def _recorded(hits_by_query: dict[str, list[str]]):
     from kebab_mlflow.evaluation.per_query import PerQueryRow
     from kebab_mlflow.evaluation.rescore import RecordedRun
+    from kebab_mlflow.records import Hit
 
     rows = tuple(PerQueryRow(id=qid, query="q", hits=tuple(
-        {"rank": i + 1, "chunk_id": d, "doc_id": d, "score": 1.0 / (i + 1)}
+        Hit(rank=i + 1, chunk_id=d, doc_id=d, score=1.0 / (i + 1))
         for i, d in enumerate(docs)), answer=None, scores={}, latency_ms=1.0, error=None)
         for qid, docs in hits_by_query.items())
     return RecordedRun(run_id="r", rows=rows, params={"k": "10", "cutoffs": "1,10"})

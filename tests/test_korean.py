@@ -235,11 +235,11 @@ def test_the_fixture_never_quotes_code_and_beats_the_english_tokenizer():
     assert multi["mrr"] > english["mrr"] and multi["contains_all"] > english["contains_all"]
     assert multi["refusal_rate"] < english["refusal_rate"]
     rows = {r.id: r for r in results["multilingual"].rows()}
-    assert rows["k001"].hits[0]["chunk_id"] == "cargo-workspace#1"
-    first = rows["k001"].answer["text"]
+    assert rows["k001"].hits[0].chunk_id == "cargo-workspace#1"
+    first = rows["k001"].answer.text
     assert first and "```" not in first and "cargo new" not in first
-    assert rows["k012"].answer["refusal_reason"] is not None  # the abstention case
-    assert rows["k003"].answer["text"] == (  # one list item, not the list
+    assert rows["k012"].answer.refused  # the abstention case
+    assert rows["k003"].answer.text == (  # one list item, not the list
         "한 chunk는 최대 800자이며, 문단을 중간에서 자르지 않는다.")
 
 

@@ -42,9 +42,9 @@ def _same(compact: CompactRow, whole: PerQueryRow) -> None:
     assert compact.abstention == whole.abstention and compact.flip_rate == whole.flip_rate
     assert compact.has_evidence == (whole.evidence is not None)
     assert compact.has_hits == bool(whole.hits)
-    assert compact.top_score == (float(whole.hits[0]["score"]) if whole.hits else None)
+    assert compact.top_score == (float(whole.hits[0].score) if whole.hits else None)
     answer = whole.answer
-    assert compact.refused == (None if answer is None else answer["refusal_reason"] is not None)
+    assert compact.refused == (None if answer is None else answer.refusal_reason is not None)
 
 
 def _check_file(path: Path) -> None:

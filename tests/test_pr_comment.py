@@ -5,6 +5,7 @@ only, versions that differ, links, never private text, within GitHub's comment l
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pytest
 
@@ -18,6 +19,7 @@ from kebab_mlflow.comparison.pr_comment import (
 from kebab_mlflow.comparison.records import CompareOptions, RunSide
 from kebab_mlflow.comparison.verdict import compare_runs
 from kebab_mlflow.evaluation.per_query import PerQueryRow
+from kebab_mlflow.records import Hit
 
 N = 40
 OPTIONS = CompareOptions(resamples=2000, seed=1)
@@ -26,10 +28,10 @@ OPTIONS = CompareOptions(resamples=2000, seed=1)
 def _row(qid: str, first_rank: int, text: str) -> PerQueryRow:
     """A doc-level query whose only relevant document, ``rel-<qid>``, is at ``first_rank``
     (0 = a miss: not in the 10 hits)."""
-    hits = tuple({"rank": r, "chunk_id": f"{qid}-d{r}#0", "doc_id": f"{qid}-d{r}",
-                  "score": 10.0 - r} for r in range(1, 11))
+    hits = tuple(Hit(rank=r, chunk_id=f"{qid}-d{r}#0", doc_id=f"{qid}-d{r}",
+                     score=10.0 - r) for r in range(1, 11))
     if first_rank:
-        hits = tuple({**h, "doc_id": f"rel-{qid}"} if h["rank"] == first_rank else h
+        hits = tuple(replace(h, doc_id=f"rel-{qid}") if h.rank == first_rank else h
                      for h in hits)
     ndcg = 1.0 / __import__("math").log2(first_rank + 1) if first_rank else 0.0
     return PerQueryRow(id=qid, query=text, hits=hits, answer=None,

@@ -56,8 +56,7 @@ def secrets(tmp_path: Path) -> list[str]:
 
     local = MlflowClient(twin_store).download_artifacts(twin_run.run_id, "per_query.jsonl",
                                                         str(tmp_path / "twin-dl"))
-    answers = [r.answer["text"] for r in read_per_query(Path(local))
-               if r.answer and r.answer.get("text")]
+    answers = [r.answer.text for r in read_per_query(Path(local)) if r.answer and r.answer.text]
     assert len(answers) >= 10  # the scan is only as good as what it looks for
     pipeline = build_pipeline(build_config("naive_baseline", {}), str(KB), {})
     texts = [c.text for c in pipeline.chunks] + [d.text for d in pipeline.corpus.documents]

@@ -114,7 +114,7 @@ def test_compare_marks_flaky_queries_and_leaves_them_out_unless_counted(noisy):
 
 
 def _row(qid: str, rank: int, flip: float | None) -> PerQueryRow:
-    hits = ({"rank": 1, "chunk_id": "d#0", "doc_id": "d", "score": 1.0},)
+    hits = (Hit(rank=1, chunk_id="d#0", doc_id="d", score=1.0),)
     return PerQueryRow(id=qid, query="q", hits=hits, answer=None,
                        scores={"mrr": 1 / rank if rank else 0.0}, latency_ms=1.0, error=None,
                        first_relevant_rank={"chunk": rank, "doc": rank}, flip_rate=flip)

@@ -167,7 +167,7 @@ def test_scifact_rescore_matches_fresh_runs(tmp_path):
     assert rescore(result, golden).per_query_sha256 == result.per_query_sha256
     data = yaml.safe_load(golden.read_text())
     # judge every query's top-ranked document relevant (grade 1), as a curator might
-    top = {r.id: r.hits[0]["doc_id"] for r in result.rows() if r.hits}
+    top = {r.id: r.hits[0].doc_id for r in result.rows() if r.hits}
     for q in data["queries"][:100]:
         if q["id"] in top:
             truth = q["expected_doc_ids"]

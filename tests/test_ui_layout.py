@@ -17,6 +17,7 @@ from kebab_mlflow.app.run import RunOptions, execute
 from kebab_mlflow.cli import app
 from kebab_mlflow.evaluation.per_query import read_per_query
 from kebab_mlflow.metrics.aggregate import Aggregate
+from kebab_mlflow.records import Hit
 from tests.conftest import GOLDEN, KB, ROOT, mlflow_client, runs_in, write
 
 runner = CliRunner()
@@ -204,12 +205,12 @@ def test_traces_failures_and_all(runs, tmp_path):
     retriever = next(s for s in trace.data.spans if s.span_type == "RETRIEVER")
     docs = retriever.outputs
     assert [(d["metadata"]["chunk_id"], d["metadata"]["doc_id"]) for d in docs] == [
-        (h["chunk_id"], h["doc_id"]) for h in row.hits]
-    assert docs[0]["metadata"]["score"] == pytest.approx(row.hits[0]["score"])
-    chunk_file = (KB / f"{row.hits[0]['doc_id']}.md")
+        (h.chunk_id, h.doc_id) for h in row.hits]
+    assert docs[0]["metadata"]["score"] == pytest.approx(row.hits[0].score)
+    chunk_file = (KB / f"{row.hits[0].doc_id}.md")
     assert docs[0]["page_content"].split("\n\n")[-1][:40] in chunk_file.read_text()
     answer = next(s for s in trace.data.spans if s.name == "answer")
-    assert answer.outputs["text"] == row.answer["text"]
+    assert answer.outputs["text"] == row.answer.text
     scores = {a.name: a.value for a in trace.info.assessments}
     assert scores and all(scores[n] == pytest.approx(row.scores[n]) for n in scores)
     model_id = mlflow_client(runs.uri).get_run(all_run).outputs.model_outputs[0].model_id
@@ -253,17 +254,17 @@ def test_publishing_traces_again_duplicates_nothing(runs):
         "query 0": 1.0, "query 1": 0.5, "query 2": pytest.approx(1 / 3)}
 
 
-def _expected_judgment(item: dict, hit: dict) -> tuple[str, int | None]:
+def _expected_judgment(item: dict, hit: Hit) -> tuple[str, int | None]:
     """A hit's judgment read off the golden YAML entry by hand: relevant when its chunk is
     listed or its doc is listed with a grade > 0; a doc listed with grade 0, or any other
     chunk of a query with chunk truth, not relevant; anything else unjudged."""
     docs = item.get("expected_doc_ids") or []
     grades = docs if isinstance(docs, dict) else dict.fromkeys(docs, 1)
-    if hit["chunk_id"] in (item.get("expected_chunk_ids") or []):
+    if hit.chunk_id in (item.get("expected_chunk_ids") or []):
         return "relevant", 1
-    if grades.get(hit["doc_id"], 0) > 0:
-        return "relevant", grades[hit["doc_id"]]
-    if hit["doc_id"] in grades:
+    if grades.get(hit.doc_id, 0) > 0:
+        return "relevant", grades[hit.doc_id]
+    if hit.doc_id in grades:
         return "not relevant", 0
     return ("not relevant", 0) if item.get("expected_chunk_ids") else ("unjudged", None)
 
@@ -317,20 +318,23 @@ def test_the_retriever_span_marks_each_document_with_its_judgment(runs, tmp_path
 
 
 def test_judgments_of_graded_and_unjudged_documents():
+    from dataclasses import replace
+
     from kebab_mlflow.golden import GoldenQuery
+    from kebab_mlflow.records import Hit
     from kebab_mlflow.tracking.traces import judgment
 
     q = GoldenQuery(id="q", query="x", expected_doc_ids={"a": 2, "b": 0})
-    hit = {"chunk_id": "a#0", "doc_id": "a"}
+    hit = Hit(chunk_id="a#0", doc_id="a", score=1.0, rank=1)
     assert judgment(hit, q) == {"judgment": "relevant", "judgment_grade": 2,
                                 "judgment_level": "doc"}
-    assert judgment({**hit, "doc_id": "b"}, q)["judgment"] == "not relevant"
-    assert judgment({**hit, "doc_id": "c"}, q) == {"judgment": "unjudged",
-                                                   "judgment_grade": None,
-                                                   "judgment_level": "doc"}
+    assert judgment(replace(hit, doc_id="b"), q)["judgment"] == "not relevant"
+    assert judgment(replace(hit, doc_id="c"), q) == {"judgment": "unjudged",
+                                                     "judgment_grade": None,
+                                                     "judgment_level": "doc"}
     chunked = GoldenQuery(id="q", query="x", expected_chunk_ids=("a#1",))
-    assert judgment({"chunk_id": "a#1", "doc_id": "a"}, chunked)["judgment"] == "relevant"
-    assert judgment({"chunk_id": "a#0", "doc_id": "a"}, chunked)["judgment_level"] == "chunk"
+    assert judgment(replace(hit, chunk_id="a#1"), chunked)["judgment"] == "relevant"
+    assert judgment(hit, chunked)["judgment_level"] == "chunk"
     assert judgment(hit, GoldenQuery(id="q", query="x"))["judgment"] == "unjudged"
 
 

@@ -24,6 +24,7 @@ from kebab_mlflow.evaluation.per_query import PerQueryRow
 from kebab_mlflow.evaluation.rescore import RecordedRun, rescore
 from kebab_mlflow.golden import GoldenQuery, GoldenSet, load_golden_set
 from kebab_mlflow.metrics.retrieval import first_appearance
+from kebab_mlflow.records import Hit
 
 SCIFACT = SHARED / "datasets" / "scifact"
 
@@ -31,7 +32,7 @@ SCIFACT = SHARED / "datasets" / "scifact"
 def _run(hits_by_query: dict[str, list[str]], k: int = 10, cutoffs: str = "1,3,10"
          ) -> RecordedRun:
     rows = tuple(PerQueryRow(id=qid, query="q", hits=tuple(
-        {"rank": i + 1, "chunk_id": f"{d}#{i}", "doc_id": d, "score": float(100 - i)}
+        Hit(rank=i + 1, chunk_id=f"{d}#{i}", doc_id=d, score=float(100 - i))
         for i, d in enumerate(docs)), answer=None, scores={}, latency_ms=1.0, error=None)
         for qid, docs in hits_by_query.items())
     return RecordedRun(run_id="r", rows=rows, params={"k": str(k), "cutoffs": cutoffs})
@@ -207,7 +208,7 @@ def assert_upper_agrees(result: EvalResult, rankings: dict[str, list[str]]) -> i
 
 def _rankings(result: EvalResult) -> dict[str, list[str]]:
     """Each query's doc ranking (first appearance), from its per_query.jsonl."""
-    return {row.id: first_appearance([h["doc_id"] for h in row.hits])[:result.k]
+    return {row.id: first_appearance([h.doc_id for h in row.hits])[:result.k]
             for row in result.rows()}
 
 
@@ -230,8 +231,7 @@ def test_synthetic_upper_values_agree_with_trec_eval_on_both_scoring_paths(tmp_p
     golden, rankings = _synthetic(depth)
     assert sum(not q.has_doc_truth for q in golden.queries) >= 10  # grade-0-only queries
     run = RecordedRun(run_id="s", rows=tuple(PerQueryRow(
-        id=q, query=q, hits=tuple({"rank": r, "chunk_id": d, "doc_id": d,
-                                   "score": float(depth - r)}
+        id=q, query=q, hits=tuple(Hit(rank=r, chunk_id=d, doc_id=d, score=float(depth - r))
                                   for r, d in enumerate(docs, 1)),
         answer=None, scores={}, latency_ms=1.0, error=None) for q, docs in rankings.items()),
         params={"k": str(depth), "cutoffs": "1,3,5,10,25,40"})

@@ -14,13 +14,13 @@ query is cut) until the body fits, and a last cut keeps the marker and says so.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from kebab_mlflow.comparison.records import KINDS, Comparison, MetricResult, QueryDiff, RunSide
 from kebab_mlflow.comparison.slices import holm_words, verdict_text
 from kebab_mlflow.formatting import number
+from kebab_mlflow.records import Hit
 
 MARKER = "<!-- kebab-mlflow:pr-comment -->"
 GITHUB_COMMENT_LIMIT = 65_536
@@ -180,15 +180,15 @@ def _query_lines(c: Comparison, baseline: RunSide, candidate: RunSide, worst: in
     return [*lines, "", "</details>", ""]
 
 
-def _in_place(q: QueryDiff, hits: Sequence[Mapping[str, Any]]) -> str:
+def _in_place(q: QueryDiff, hits: Sequence[Hit]) -> str:
     """What the candidate ranks where the baseline had the first relevant item."""
     if q.baseline_rank is None:
         return "—"
-    at = next((h for h in hits if h.get("rank") == q.baseline_rank), None)
+    at = next((h for h in hits if h.rank == q.baseline_rank), None)
     if at is None:
         return "nothing (fewer hits)"
-    key = "chunk_id" if q.level == "chunk" else "doc_id"
-    return f"`{_cell(str(at.get(key, '?')), 60)}` (score {number(at.get('score'), 3)})"
+    shown = at.chunk_id if q.level == "chunk" else at.doc_id
+    return f"`{_cell(shown, 60)}` (score {number(at.score, 3)})"
 
 
 def _rank(rank: int | None) -> str:

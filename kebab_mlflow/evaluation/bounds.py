@@ -53,7 +53,7 @@ def unjudged_docs(golden: GoldenSet, rows: Iterable[PerQueryRow], k: int) -> dic
         q = by_id.get(row.id)
         if q is None or not q.has_doc_truth:
             continue
-        out[row.id] = unjudged_in([h["doc_id"] for h in row.hits], q.expected_doc_ids, k)
+        out[row.id] = unjudged_in([h.doc_id for h in row.hits], q.expected_doc_ids, k)
     return out
 
 

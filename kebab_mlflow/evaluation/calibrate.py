@@ -20,7 +20,6 @@ from kebab_mlflow.pipeline.calibrator import (
     base_versions,
     calibrator_path,
 )
-from kebab_mlflow.records import Answer
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -97,7 +96,7 @@ class _Cases:
 
 
 def _cases(golden: Any, result: Any) -> _Cases:
-    answers = [_answer(row.answer) for row in result.rows()]
+    answers = [row.answer for row in result.rows()]
     contains = result.scores.get("contains_all", np.full(len(golden.queries), np.nan))
     raw, refused, correct, uncalibrated, similarity = [], [], [], [], []
     for q, a, ca in zip(golden.queries, answers, contains, strict=True):
@@ -115,16 +114,6 @@ def _cases(golden: Any, result: Any) -> _Cases:
     return _Cases(raw=np.array(raw), refused=np.array(refused, dtype=bool),
                   correct=np.array(correct),
                   uncalibrated=np.array(uncalibrated), similarity=sim)
-
-
-def _answer(a: Mapping[str, Any] | None) -> Answer | None:
-    """An answer as per_query.jsonl holds it, back as an Answer."""
-    if a is None:
-        return None
-    return Answer(text=a.get("text") or "", citations=tuple(a.get("citations") or ()),
-                  refusal_reason=a.get("refusal_reason"),
-                  confidence=a.get("confidence"), raw_confidence=a.get("raw_confidence"),
-                  similarity=a.get("similarity"))
 
 
 def gate_cases(pipeline: Any, golden: Any, k: int = DEFAULT_K

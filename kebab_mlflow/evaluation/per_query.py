@@ -21,6 +21,11 @@ users ``jq``. Core keys (more may be added)::
 
 A private golden set drops ``query`` and ``answer.text`` (ids and numbers only). Hit text is
 never written. Floats are written as JSON numbers, NaN scores as null.
+
+Hits and answers are written and read back by one definition (:func:`hit_fields`,
+:func:`answer_fields` and the ``_FIELDS`` table): :func:`read_per_query` gives back the same
+:class:`~kebab_mlflow.records.Hit` and :class:`~kebab_mlflow.records.Answer` records the run
+scored (hit text empty: never written).
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ from kebab_mlflow.errors import PerQueryError, Problem
 from kebab_mlflow.files import file_digest  # noqa: F401 - compare reads it from here
 from kebab_mlflow.golden import GoldenQuery
 from kebab_mlflow.metrics.answers import AbstentionOutcome, abstention_outcome
-from kebab_mlflow.records import QueryResult
+from kebab_mlflow.records import Answer, Hit, QueryResult
 
 
 def record(query: GoldenQuery, result: QueryResult, scores: Mapping[str, float],
@@ -48,18 +53,11 @@ def record(query: GoldenQuery, result: QueryResult, scores: Mapping[str, float],
     """One line of ``per_query.jsonl``. ``first_relevant``: level → rank of the first relevant
     hit (0 = none within the depth, NaN = no ground truth), written as ``first_relevant_rank``
     so that ``compare`` can tell a regression at any retrieval depth (``mrr`` needs 10)."""
-    answer = None
-    if result.answer is not None:
-        a = result.answer
-        answer = {"text": None if private else a.text, "citations": list(a.citations),
-                  "refusal_reason": a.refusal_reason, "confidence": a.confidence,
-                  "raw_confidence": a.raw_confidence, "similarity": a.similarity}
     rec: dict[str, Any] = {
         "id": query.id,
         "query": None if private else query.query,
-        "hits": [{"rank": h.rank, "chunk_id": h.chunk_id, "doc_id": h.doc_id, "score": h.score}
-                 for h in result.hits],
-        "answer": answer,
+        "hits": [hit_fields(h) for h in result.hits],
+        "answer": None if result.answer is None else answer_fields(result.answer, private),
         "scores": {k: (None if v is None or math.isnan(v) else float(v))
                    for k, v in scores.items()},
         "latency_ms": result.latency_ms,
@@ -81,6 +79,18 @@ def record(query: GoldenQuery, result: QueryResult, scores: Mapping[str, float],
     if private and result.error:
         rec["error"] = result.error.split(":", 1)[0]  # exception type only: messages may quote text
     return rec
+
+
+def hit_fields(hit: Hit) -> dict[str, Any]:
+    """A hit as a line holds it (read back by :func:`_hit`): no text."""
+    return {"rank": hit.rank, "chunk_id": hit.chunk_id, "doc_id": hit.doc_id, "score": hit.score}
+
+
+def answer_fields(answer: Answer, private: bool = False) -> dict[str, Any]:
+    """An answer as a line holds it (read back by :func:`_answer`); ``private``: no text."""
+    return {"text": None if private else answer.text, "citations": list(answer.citations),
+            "refusal_reason": answer.refusal_reason, "confidence": answer.confidence,
+            "raw_confidence": answer.raw_confidence, "similarity": answer.similarity}
 
 
 class PerQueryWriter:
@@ -109,10 +119,14 @@ class PerQueryWriter:
 
 @dataclass(frozen=True, kw_only=True)
 class PerQueryRow:
+    """One line read back. ``answer.text`` is ``""`` where the line holds null — a private
+    golden set's run (its ``kebab.private`` tag says so) withholds every answer's text; the
+    record stays an :class:`Answer`, whose text is a string for the metrics that read it."""
+
     id: str
     query: str | None
-    hits: tuple[dict[str, Any], ...]
-    answer: dict[str, Any] | None
+    hits: tuple[Hit, ...]
+    answer: Answer | None
     scores: dict[str, float | None]
     latency_ms: float
     error: str | None
@@ -138,14 +152,12 @@ class PerQueryRow:
 
     @property
     def top_score(self) -> float | None:
-        return float(self.hits[0]["score"]) if self.hits else None
+        return float(self.hits[0].score) if self.hits else None
 
     @property
     def refused(self) -> bool | None:
         """Whether its answer is a refusal; None without an answer."""
-        if not isinstance(self.answer, dict):
-            return None
-        return self.answer.get("refusal_reason") is not None
+        return None if self.answer is None else self.answer.refused
 
     @property
     def has_evidence(self) -> bool:
@@ -155,7 +167,9 @@ class PerQueryRow:
 def read_per_query(path: Path, shown_as: str | None = None) -> Iterator[PerQueryRow]:
     """Read rows back; any malformed line is a PerQueryError naming file and line —
     ``shown_as`` instead of ``path`` for a download about to be deleted (compare names the
-    run and its artifact, not a temporary folder that will not exist)."""
+    run and its artifact, not a temporary folder that will not exist). A line's ``repeats``
+    and ``topk_churn`` (run --repeat) are not read back: nothing reads them again (compare
+    reads ``flip_rate``), and parsing every repeat's hits would multiply the reading."""
     where = shown_as or str(path)
     with path.open("rb") as fh:
         for lineno, raw in enumerate(fh, 1):
@@ -172,10 +186,44 @@ def _count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-def _hit(hit: Any) -> bool:
+def _hit_ok(hit: Any) -> bool:
     return (isinstance(hit, dict) and isinstance(hit.get("chunk_id"), str)
-            and isinstance(hit.get("doc_id"), str) and isinstance(hit.get("rank"), int)
-            and not isinstance(hit.get("rank"), bool) and _number(hit.get("score")))
+            and isinstance(hit.get("doc_id"), str) and _count(hit.get("rank"))
+            and hit["rank"] >= 1 and _number(hit.get("score")))
+
+
+def _hit(hit: dict[str, Any]) -> Hit:
+    """A hit :func:`hit_fields` wrote, back as a Hit (its score as written: an int stays one,
+    so that rescore writes the same bytes)."""
+    return Hit(chunk_id=hit["chunk_id"], doc_id=hit["doc_id"], score=hit["score"],
+               rank=hit["rank"])
+
+
+#: An answer's keys, each with its rule; any may be absent (older files): None, or () for
+#: the citations.
+_ANSWER: dict[str, Callable[[Any], bool]] = {
+    "text": lambda v: v is None or isinstance(v, str),
+    "citations": lambda v: v is None or (isinstance(v, list)
+                                         and all(isinstance(c, str) for c in v)),
+    "refusal_reason": lambda v: v is None or isinstance(v, str),
+    "confidence": lambda v: v is None or _number(v),
+    "raw_confidence": lambda v: v is None or _number(v),
+    "similarity": lambda v: v is None or _number(v),
+}
+
+
+def _answer_ok(answer: Any) -> bool:
+    return isinstance(answer, dict) and all(ok(answer.get(k)) for k, ok in _ANSWER.items())
+
+
+def _answer(answer: dict[str, Any]) -> Answer:
+    """An answer :func:`answer_fields` wrote, back as an Answer; a withheld (private) text
+    is read as ``""`` (see :class:`PerQueryRow`)."""
+    return Answer(text=answer.get("text") or "", citations=tuple(answer.get("citations") or ()),
+                  refusal_reason=answer.get("refusal_reason"),
+                  confidence=answer.get("confidence"),
+                  raw_confidence=answer.get("raw_confidence"),
+                  similarity=answer.get("similarity"))
 
 
 def _optional(rule: Callable[[Any], bool]) -> Callable[[Any], bool]:
@@ -187,12 +235,14 @@ def _optional(rule: Callable[[Any], bool]) -> Callable[[Any], bool]:
 #: truncated_hits) have their defaults; every broken rule of a line is reported at once.
 _FIELDS: dict[str, tuple[Any, Callable[[Any], bool], str]] = {
     "id": (None, lambda v: isinstance(v, str), "must be a string"),
-    "hits": (None, lambda v: isinstance(v, list) and all(_hit(h) for h in v),
+    "hits": (None, lambda v: isinstance(v, list) and all(_hit_ok(h) for h in v),
              "must be a list of {rank, chunk_id, doc_id, score}"),
     "scores": (None, lambda v: isinstance(v, dict) and all(
         x is None or _number(x) for x in v.values()),
         "must map metric names to numbers or null"),
-    "answer": (None, _optional(lambda v: isinstance(v, dict)), "must be an object or null"),
+    "answer": (None, _optional(_answer_ok),
+               "must be an object {text, citations, refusal_reason, confidence, "
+               "raw_confidence, similarity} or null"),
     "latency_ms": (0.0, _number, "must be a number"),
     "error": (None, _optional(lambda v: isinstance(v, str)), "must be a string or null"),
     "query": (None, _optional(lambda v: isinstance(v, str)), "must be a string or null"),
@@ -232,7 +282,8 @@ def _row(raw: bytes, where: str) -> PerQueryRow:
                 for name, (_, ok, what) in _FIELDS.items() if not ok(v[name])]
     if problems:
         raise PerQueryError("unreadable per_query.jsonl", problems)
-    return PerQueryRow(id=v["id"], query=v["query"], hits=tuple(v["hits"]), answer=v["answer"],
+    return PerQueryRow(id=v["id"], query=v["query"], hits=tuple(map(_hit, v["hits"])),
+                       answer=None if v["answer"] is None else _answer(v["answer"]),
                        scores=v["scores"], latency_ms=float(v["latency_ms"]), error=v["error"],
                        first_relevant_rank=v["first_relevant_rank"], abstention=v["abstention"],
                        flip_rate=None if v["flip_rate"] is None else float(v["flip_rate"]),

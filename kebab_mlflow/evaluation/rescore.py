@@ -26,7 +26,7 @@ from kebab_mlflow.evaluation.evaluate import EvalResult, PipelineSource, evaluat
 from kebab_mlflow.evaluation.per_query import PerQueryRow
 from kebab_mlflow.golden import GoldenQuery, GoldenSet
 from kebab_mlflow.metrics.scoring import parse_cutoffs, run_cutoffs
-from kebab_mlflow.records import VERSION_KEYS, Answer, Hit, QueryResult, VersionSnapshot
+from kebab_mlflow.records import VERSION_KEYS, QueryResult, VersionSnapshot
 
 # params an EvalResult writes itself (EvalResult.params); the rest describe the pipeline
 _RESULT_PARAMS = frozenset({*VERSION_KEYS, "k", "cutoffs", "golden_set", "n_queries", "seed",
@@ -88,24 +88,11 @@ class ReplayTarget:
 
 
 def _result(row: PerQueryRow, depth: int) -> QueryResult:
-    hits = tuple(Hit(chunk_id=h["chunk_id"], doc_id=h["doc_id"], score=h["score"],
-                     rank=h["rank"]) for h in row.hits)
     stages = row.stage_ms or {}  # replayed as recorded (absent in older files: none)
-    return QueryResult(query_id=row.id, hits=hits[:depth], answer=_answer(row.answer),
+    return QueryResult(query_id=row.id, hits=row.hits[:depth], answer=row.answer,
                        latency_ms=row.latency_ms, error=row.error,
                        truncated_hits=row.truncated_hits, search_ms=stages.get("search"),
                        answer_ms=stages.get("answer"))
-
-
-def _answer(recorded: Mapping[str, Any] | None) -> Answer | None:
-    if recorded is None:
-        return None
-    return Answer(text=recorded.get("text") or "",
-                  citations=tuple(recorded.get("citations") or ()),
-                  refusal_reason=recorded.get("refusal_reason"),
-                  confidence=recorded.get("confidence"),
-                  raw_confidence=recorded.get("raw_confidence"),
-                  similarity=recorded.get("similarity"))
 
 
 def rescore(run: RecordedRun, golden: GoldenSet, *, intersect: bool = False,
@@ -182,12 +169,13 @@ def _scored_answers(rows: Sequence[PerQueryRow]) -> bool:
 
 def _check_private_answers(run: RecordedRun, golden: GoldenSet) -> None:
     """A private run's answers were recorded without their text: answer checks cannot be
-    scored again, so a query that asks and checks its answer is refused, not scored 0."""
+    scored again, so a query that asks and checks its answer is refused, not scored 0 (every
+    answer of such a run was written without text, read back as ``""``: per_query.py)."""
     if run.tags.get(vocab.PRIVATE) != "true":
         return
     answers = {row.id: row.answer for row in run.rows}
     blind = tuple(q.id for q in golden.queries if q.ask and (q.must_contain or q.forbidden)
-                  and (answer := answers[q.id]) is not None and answer.get("text") is None)
+                  and answers[q.id] is not None)
     if blind:
         raise InputError("cannot rescore answer checks of a private run", [Problem(
             f"run {run.run_id} recorded no answer text (private set) for {len(blind)} "

@@ -21,6 +21,7 @@ from typing import Any
 
 from kebab_mlflow.evaluation.rescore import RecordedRun
 from kebab_mlflow.golden import GoldenSet
+from kebab_mlflow.records import Hit
 
 QUEUE_KIND = "kebab-mlflow judging queue"
 PASSAGE_CHARS = 1000  # the passage shown to the curator, at most (whitespace collapsed)
@@ -92,8 +93,8 @@ def judging_queue(runs: Sequence[RecordedRun], golden: GoldenSet, k: int,
             if row.id not in owner:
                 continue
             for hit in row.hits:
-                if hit["rank"] <= k:
-                    _keep_best(best, (owner[row.id], hit["doc_id"]), hit, run.run_id)
+                if hit.rank <= k:
+                    _keep_best(best, (owner[row.id], hit.doc_id), hit, run.run_id)
     by_query: dict[str, list[tuple[int, str, str, list[str]]]] = {}
     for (qid, doc), (rank, chunk, found_by) in best.items():
         by_query.setdefault(qid, []).append((rank, doc, chunk, found_by))
@@ -118,12 +119,12 @@ def _owners(golden: GoldenSet) -> dict[str, str]:
 
 
 def _keep_best(best: dict[tuple[str, str], tuple[int, str, list[str]]], key: tuple[str, str],
-               hit: Mapping[str, Any], run_id: str) -> None:
-    rank, chunk, found_by = best.get(key, (hit["rank"] + 1, "", []))
+               hit: Hit, run_id: str) -> None:
+    rank, chunk, found_by = best.get(key, (hit.rank + 1, "", []))
     if run_id not in found_by:
         found_by.append(run_id)
-    if hit["rank"] < rank:
-        rank, chunk = hit["rank"], hit["chunk_id"]
+    if hit.rank < rank:
+        rank, chunk = hit.rank, hit.chunk_id
     best[key] = (rank, chunk, found_by)
 
 

@@ -29,8 +29,14 @@ from typing import Any
 
 from kebab_mlflow import vocabulary as vocab
 from kebab_mlflow.errors import ConfigError
-from kebab_mlflow.evaluation.per_query import PerQueryRow, read_per_query
+from kebab_mlflow.evaluation.per_query import (
+    PerQueryRow,
+    answer_fields,
+    hit_fields,
+    read_per_query,
+)
 from kebab_mlflow.golden import GoldenQuery, GoldenSet
+from kebab_mlflow.records import Hit
 
 TRACES = "traces.jsonl"
 MODES = ("none", "failures", "all")
@@ -74,7 +80,7 @@ class Judgment(enum.StrEnum):
     UNJUDGED = "unjudged"
 
 
-def judgment(hit: Mapping[str, Any], query: GoldenQuery | None) -> dict[str, Any]:
+def judgment(hit: Hit, query: GoldenQuery | None) -> dict[str, Any]:
     """``{judgment, judgment_grade, judgment_level}`` of one hit: relevant when its chunk or
     its document has a grade > 0 (the chunk's grade first); not relevant when its document is
     judged with grade 0, or when the query has chunk truth (its chunk list names every
@@ -83,8 +89,8 @@ def judgment(hit: Mapping[str, Any], query: GoldenQuery | None) -> dict[str, Any
     if query is None:
         return {"judgment": Judgment.UNJUDGED.value, "judgment_grade": None,
                 "judgment_level": None}
-    chunk = query.chunk_grades.get(hit["chunk_id"], 0)
-    doc = query.expected_doc_ids.get(hit["doc_id"])
+    chunk = query.chunk_grades.get(hit.chunk_id, 0)
+    doc = query.expected_doc_ids.get(hit.doc_id)
     if chunk > 0:
         found: tuple[Judgment, int | None, str | None] = (Judgment.RELEVANT, chunk, "chunk")
     elif doc is not None and doc > 0:
@@ -100,7 +106,9 @@ def judgment(hit: Mapping[str, Any], query: GoldenQuery | None) -> dict[str, Any
 
 @dataclass(frozen=True, kw_only=True)
 class TracePayload:
-    """One query as a trace: its spans' inputs/outputs and its assessments."""
+    """One query as a trace: its spans' inputs/outputs and its assessments, as
+    ``traces.jsonl`` holds them (JSON objects: the hits and answer as per_query.jsonl writes
+    them, each hit with its text and judgment)."""
 
     query_id: str
     query: str
@@ -115,10 +123,11 @@ class TracePayload:
 
 def payload(row: PerQueryRow, texts: Mapping[str, str] | None,
             query: GoldenQuery | None = None) -> TracePayload:
-    hits = tuple({**h, "text": (texts or {}).get(h["chunk_id"], ""), **judgment(h, query)}
+    hits = tuple({**hit_fields(h), "text": (texts or {}).get(h.chunk_id, ""), **judgment(h, query)}
                  for h in row.hits)
     scores = {n: v for n in ASSESSED if (v := row.scores.get(n)) is not None}
-    return TracePayload(query_id=row.id, query=row.query or "", hits=hits, answer=row.answer,
+    answer = None if row.answer is None else answer_fields(row.answer)  # never private
+    return TracePayload(query_id=row.id, query=row.query or "", hits=hits, answer=answer,
                         scores=scores, error=row.error, latency_ms=row.latency_ms,
                         failure=tuple(failure_reasons(row)), stage_ms=row.stage_ms)
 
