@@ -277,9 +277,9 @@ def _exact_rejects(d: np.ndarray, alpha: float) -> bool | None:
     total = float(d.sum())
     if total >= 0:
         return False
-    if _states(d) > DISCRETE_STATES:
-        return None
     mags, counts = np.unique(np.abs(d[d != 0]), return_counts=True)
+    if math.prod(int(c) + 1 for c in counts) > DISCRETE_STATES:
+        return None
     single = counts == 1  # magnitudes seen once: every sign pattern at once
     sums = _sign_patterns(int(single.sum())) @ mags[single]
     probs = np.full(sums.size, 1.0 / sums.size)
