@@ -139,17 +139,22 @@ def test_mde_subset_without_losses_variance_is_the_textbook_formula():
 
 
 def _subset_power_by_hand(drop, noise2, n, loss):
-    """The delta method on (S1, S2) = (Σd, Σd²) for d = ε·|noise| − h·L, h ~ Bernoulli(π),
-    one constant loss L, written out from the definitions (not from the module)."""
+    """Σ_k P(K = k)·P(reject | k hit), K ~ Binomial(n, π): given k queries losing one constant
+    loss L, the delta method on (S1, S2) = (Σd, Σd²) for d = ε·|noise| − L on the k hit,
+    written out from the definitions (not from the module)."""
     pi = drop / loss
-    e1, e2 = -n * pi * loss, n * (noise2 + pi * loss**2)
-    v1 = n * (noise2 + pi * (1 - pi) * loss**2)
-    v2 = n * (4 * noise2 * pi * loss**2 + pi * (1 - pi) * loss**4)
-    c12 = -n * (2 * noise2 * pi * loss + pi * (1 - pi) * loss**3)
-    # T = S1/√S2 ≈ e1/√e2 + (S1 − e1)/√e2 − e1·(S2 − e2)/(2·e2^1.5)
-    g1, g2 = 1 / math.sqrt(e2), -e1 / (2 * e2**1.5)
-    var_t = g1 * g1 * v1 + 2 * g1 * g2 * c12 + g2 * g2 * v2
-    return sp.norm.cdf((-ZA - e1 / math.sqrt(e2)) / math.sqrt(var_t))
+    total = 0.0
+    for k in range(n + 1):
+        e1, e2 = -k * loss, n * noise2 + k * loss**2
+        v1 = n * noise2  # only the noise's signs vary given k
+        v2 = 4 * noise2 * k * loss**2  # Var(Σ −2·ε·|noise|·L) over the k hit
+        c12 = -2 * noise2 * k * loss
+        # T = S1/√S2 ≈ e1/√e2 + (S1 − e1)/√e2 − e1·(S2 − e2)/(2·e2^1.5)
+        g1, g2 = 1 / math.sqrt(e2), -e1 / (2 * e2**1.5)
+        var_t = g1 * g1 * v1 + 2 * g1 * g2 * c12 + g2 * g2 * v2
+        given_k = sp.norm.cdf((-ZA - e1 / math.sqrt(e2)) / math.sqrt(var_t))
+        total += sp.binom.pmf(k, n, pi) * given_k
+    return total
 
 
 def test_mde_subset_solves_the_delta_method_power_equation():
@@ -189,3 +194,33 @@ def test_the_subset_mde_is_the_drop_a_random_loss_is_detected_at_80_percent():
     assert abs(power - 0.8) < 3 * math.sqrt(0.8 * 0.2 / 400), power
     fixed = mde(float(np.sqrt(np.mean(noise**2))), 200, loss=0.8)
     assert fixed < d and _power_at_random(noise, 0.8, fixed, 400, seed=3) < 0.75
+
+
+# ------------------------------------------------------------------- few deltas: the lattice
+
+
+def test_few_equal_losses_need_the_exact_tests_count_not_the_normal_one():
+    """No noise, 20 queries, whole-query losses of 1 (a 0–1 metric): k queries losing gives
+    |T| = √k, which the normal approximation calls significant from k = 4, but the exact
+    sign-flip p is 2·2^-k, below 0.05 only from k = 6. The MDE is then exactly the π with
+    P(Binomial(20, π) ≥ 6) = 0.8."""
+    from kebab_mlflow.stats.power import mde_subset
+
+    by_hand = optimize.brentq(lambda pi: sp.binom.sf(5, 20, pi) - 0.8, 1e-6, 1 - 1e-6)
+    normal_only = optimize.brentq(lambda pi: sp.binom.sf(3, 20, pi) - 0.8, 1e-6, 1 - 1e-6)
+    got = mde_subset(np.zeros(20), np.ones(20))
+    assert got == pytest.approx(by_hand, rel=1e-9)
+    assert normal_only < 0.8 * got  # what the uncorrected figure would have said
+
+
+def test_the_corrected_mde_is_the_drop_the_exact_test_detects_80_percent_of_the_time():
+    """60 queries, 4 noise deltas of ±0.3, whole-query losses of 1 at random: at mde_subset's
+    drop the simulated power of the exact sign-flip test (every row here is enumerable) is 0.8
+    within 3 binomial se over 2,000 seeded trials."""
+    from kebab_mlflow.stats.power import mde_subset
+
+    noise = np.zeros(60)
+    noise[:4] = 0.3
+    d = mde_subset(noise, np.ones(60))
+    power = _power_at_random(noise, 1.0, d, 2_000, seed=5)
+    assert abs(power - 0.8) < 3 * math.sqrt(0.8 * 0.2 / 2_000), power
