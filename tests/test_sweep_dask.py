@@ -146,12 +146,20 @@ def search(query, k):
     # the first process to run this row writes its pid and blocks (at most 120 s) until it is
     # killed; a retry elsewhere finds the file naming another process and runs straight through
     started = HERE / "started"
-    if not started.exists():
-        started.write_text(str(os.getpid()))
+    if not started.exists():  # written whole, then renamed: a reader never sees it empty
+        (HERE / "started.part").write_text(str(os.getpid()))
+        os.replace(HERE / "started.part", started)
     while started.read_text() == str(os.getpid()) and time.monotonic() < DEADLINE:
         time.sleep(0.05)
     return [Hit("harbor-transit#0", "harbor-transit", 1.0, 1)]
 """
+
+
+def _started_pid(tmp_path: Path, proc: subprocess.Popen) -> int:
+    """The event: the row's worker has written its pid (not merely created the file)."""
+    started = tmp_path / "started"
+    return int(_until("the row to start on a worker",
+                      lambda: started.exists() and started.read_text(), proc=proc))
 
 
 def test_a_worker_killed_mid_row_the_row_is_retried_and_the_sweep_goes_on(tmp_path, pg_uri,
@@ -164,8 +172,7 @@ def test_a_worker_killed_mid_row_the_row_is_retried_and_the_sweep_goes_on(tmp_pa
                            "sweep", str(path), "--executor", f"dask:{dask_cluster.address}",
                            "--tracking-uri", pg_uri, "--experiment", experiment, "--json"],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
-        worker = int(_until("the row to start on a worker", lambda: (
-            tmp_path / "started").exists() and (tmp_path / "started").read_text(), proc=proc))
+        worker = _started_pid(tmp_path, proc)
         assert worker in {w.pid for w in dask_cluster.workers}
         os.kill(worker, signal.SIGKILL)
         stdout, stderr = proc.communicate(timeout=300)
@@ -255,10 +262,9 @@ def test_sigterm_ends_a_local_dask_cluster_sweep_killed_and_leaves_no_worker(tmp
                            "sweep", str(path), "--executor", "dask", "--jobs", "2",
                            "--tracking-uri", store_uri, "--experiment", "lc-stop"],
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
-        _until("the row to start on a worker", lambda: (tmp_path / "started").exists(),
-               proc=proc)
+        started = _started_pid(tmp_path, proc)
         workers = _descendants(proc.pid)
-        assert int((tmp_path / "started").read_text()) in workers  # the row runs in a worker
+        assert started in workers  # the row runs in a worker
         proc.send_signal(signal.SIGTERM)
         _, stderr = proc.communicate(timeout=600)
     assert proc.returncode == 130, stderr
