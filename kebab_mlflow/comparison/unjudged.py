@@ -174,7 +174,7 @@ def with_unjudged_bounds(result: Comparison, baseline: RunSide, candidate: RunSi
     k = bound_depth(result.primary.name, (baseline, candidate))
     counts, upper_b, upper_c = _optimistic_sides(baseline, candidate, golden, k,
                                                  _upper_names(options, (baseline, candidate)))
-    upper = compare_runs(upper_b, upper_c, options)
+    upper = compare_runs(upper_b, upper_c, options, detectable=False)  # verdict, means
     name = result.primary.name
     notes = [f"unjudged hits in the top {k}: " + ", ".join(
         f"{role} {count.words()}" for role, count in counts.items()),
