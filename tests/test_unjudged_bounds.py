@@ -12,6 +12,7 @@ chunks; skipped without ../shared).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -327,3 +328,56 @@ def test_compares_bound_counts_unjudged_hits_within_the_primarys_own_cutoff():
     assert bound_depth("r_precision_doc", (shallow, shallow)) == 50
     assert bound_depth("mrr_doc", (deep, deep)) == 10
     assert bound_depth("mrr", (deep, deep)) == 10  # chunk level: no doc bound, the default k
+
+
+# ---------------------------------------------------------------------------------------------
+# compare's optimistic sides from doc codes (evaluation/optimistic.py)
+
+_COMPACT_SLOTS = ("id", "query", "first_relevant_rank", "abstention", "flip_rate",
+                  "has_evidence", "has_hits", "refused", "top_score")
+
+
+def _compact_fields(row) -> tuple[object, ...]:
+    scores = {n: row.score(n) for n in row.score_names}
+    return (*(getattr(row, s) for s in _COMPACT_SLOTS), list(scores.items()))
+
+
+def test_coded_optimistic_rows_equal_the_rescores_compact_rows(tmp_path):
+    """coded_compact gives, field by field, what compare read back from the rescore's
+    per_query.jsonl: hits past k, runs without hits, queries without doc truth, chunk truth,
+    a golden query the run never saw, map and r_precision at the retrieved depth."""
+    from kebab_mlflow.evaluation.bounds import optimistic_golden, unjudged_doc_ids
+    from kebab_mlflow.evaluation.optimistic import coded_compact
+    from kebab_mlflow.evaluation.per_query import read_compact
+
+    golden, rankings = _synthetic(40)
+    queries = [q if i % 7 else dataclasses.replace(q, expected_chunk_ids=tuple(
+        q.expected_doc_ids)[:1]) for i, q in enumerate(golden.queries)]
+    golden = _golden([*queries, GoldenQuery(id="unseen", query="u",
+                                            expected_doc_ids={"d1": 1})])
+    rows = tuple(PerQueryRow(
+        id=q, query=q, hits=tuple(Hit(rank=r, chunk_id=d, doc_id=d, score=float(40 - r))
+                                  for r, d in enumerate(docs, 1)),
+        answer=None, scores={}, latency_ms=1.0, error=None) for q, docs in rankings.items())
+    params = {"k": "25", "cutoffs": "1,3,10"}
+    recorded = rescore(RecordedRun(run_id="s", rows=rows, params=params), golden,
+                       intersect=True, per_query_path=tmp_path / "pq.jsonl").result
+    lines = [json.loads(line) for line in (tmp_path / "pq.jsonl").read_text().splitlines()]
+    # the recorded lines hold the first 25 hits: give them all 40 back, as a deeper run has
+    for line in lines:
+        line["hits"] = [{"rank": r, "chunk_id": d, "doc_id": d, "score": float(40 - r)}
+                        for r, d in enumerate(rankings[line["id"]], 1)]
+    optimistic = optimistic_golden(golden, unjudged_doc_ids(
+        golden, ((line["id"], rankings[line["id"]]) for line in lines), 10))
+    names = {"ndcg_at_10_doc", "mrr", "mrr_doc", "map_doc", "r_precision_doc",
+             "precision_at_1_doc", "recall_at_10", "contains_all"}
+    coded = coded_compact(lines, optimistic, params, {}, names)
+    assert coded is not None and recorded.golden.queries
+    by_hits = rescore(RecordedRun(run_id="s", rows=rows, params=params), optimistic,
+                      intersect=True).result
+    expected = list(read_compact(by_hits.per_query_path, keep_query=False, names=names))
+    assert [_compact_fields(r) for r in coded] == [_compact_fields(r) for r in expected]
+    assert sum(r.score("map_doc") is not None for r in coded) > 200
+    # a hit that is a chunk of its document: the rescore's Hit path
+    lines[0]["hits"][0]["chunk_id"] += "#0"
+    assert coded_compact(lines, optimistic, params, {}, names) is None

@@ -7,11 +7,16 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from kebab_mlflow import vocabulary as vocab
 from kebab_mlflow.errors import Problem
-from kebab_mlflow.evaluation.per_query import PerQueryRow, QueryRow, read_rows_at
+from kebab_mlflow.evaluation.per_query import (
+    PerQueryRow,
+    QueryRow,
+    read_records_at,
+    read_rows_at,
+)
 from kebab_mlflow.golden import SliceKey
 from kebab_mlflow.records import VERSION_KEYS
 from kebab_mlflow.stats.alternative import Alternative
@@ -104,6 +109,15 @@ class RunSide:
             raise ValueError(f"run {self.run_id}: compact rows without their source file")
         offsets = [r.offset for r in chosen if not isinstance(r, PerQueryRow)]
         yield from read_rows_at(self.source.path, offsets, self.source.shown_as)
+
+    def line_records(self, ids: Sequence[str]) -> list[dict[str, Any]] | None:
+        """The JSON objects of the lines of ``ids`` (ids the side lacks skipped), unchecked:
+        the compact read checked those bytes. None when rows are held whole (no source)."""
+        chosen = [r for i in ids if (r := self._by_id.get(i)) is not None]
+        offsets = [r.offset for r in chosen if not isinstance(r, PerQueryRow)]
+        if self.source is None or len(offsets) < len(chosen):
+            return None
+        return list(read_records_at(self.source.path, offsets))
 
     @cached_property
     def _by_id(self) -> dict[str, QueryRow]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from kebab_mlflow.comparison.records import (
     DEFAULT_PRIMARY,
@@ -21,7 +22,8 @@ from kebab_mlflow.comparison.records import (
     RunSide,
     Verdict,
 )
-from kebab_mlflow.evaluation.bounds import optimistic_golden, unjudged_docs
+from kebab_mlflow.evaluation.bounds import optimistic_golden, unjudged_doc_ids
+from kebab_mlflow.evaluation.optimistic import coded_compact
 from kebab_mlflow.evaluation.per_query import CompactRow, PerQueryRow, read_compact
 from kebab_mlflow.evaluation.rescore import RecordedRun, rescore
 from kebab_mlflow.golden import GoldenSet
@@ -83,6 +85,42 @@ def _rescored_rows(side: RunSide, rows: Sequence[PerQueryRow], golden: GoldenSet
     return tuple(read_compact(result.per_query_path, keep_query=False, names=names))
 
 
+@dataclass(kw_only=True)
+class _Chunk:
+    """One side's rows of a chunk: the lines' JSON objects (a side read from its file), else
+    the whole rows."""
+
+    side: RunSide
+    ids: list[str]
+    records: list[dict[str, Any]] | None = None
+    rows: list[PerQueryRow] | None = None
+
+    @classmethod
+    def read(cls, side: RunSide, ids: list[str]) -> _Chunk:
+        records = side.line_records(ids)
+        if records is not None:
+            return cls(side=side, ids=ids, records=records)
+        return cls(side=side, ids=ids, rows=list(side.full_rows(ids)))
+
+    def rankings(self) -> Iterator[tuple[str, list[str]]]:
+        """(query id, its hits' doc ids), in the chunk's order."""
+        if self.records is not None:
+            return ((r["id"], [h["doc_id"] for h in r["hits"]]) for r in self.records)
+        return ((r.id, [h.doc_id for h in r.hits]) for r in self.rows or ())
+
+    def rescored(self, golden: GoldenSet, names: set[str]) -> tuple[CompactRow, ...]:
+        """The rows rescored under ``golden``: from doc codes where the rescore would score
+        them as a run file's (evaluation/optimistic.py), else by the rescore itself."""
+        if self.records is not None:
+            if not self.records:
+                return ()
+            coded = coded_compact(self.records, golden, self.side.params, self.side.tags, names)
+            if coded is not None:
+                return tuple(coded)
+            self.rows = list(self.side.full_rows(self.ids))
+        return _rescored_rows(self.side, self.rows or [], golden, names)
+
+
 def _optimistic_sides(baseline: RunSide, candidate: RunSide, golden: GoldenSet, k: int,
                       names: set[str]) -> tuple[dict[str, _Count], RunSide, RunSide]:
     """The unjudged counts and both sides rescored on one optimistic set of judgments (the
@@ -93,8 +131,8 @@ def _optimistic_sides(baseline: RunSide, candidate: RunSide, golden: GoldenSet, 
     upper: dict[str, list[CompactRow]] = {role: [] for role in sides}
     for chunk in _chunks(golden):
         ids = [q.id for q in chunk.queries]
-        rows = {role: list(side.full_rows(ids)) for role, side in sides.items()}
-        docs = {role: unjudged_docs(chunk, rows[role], k) for role in sides}
+        rows = {role: _Chunk.read(side, ids) for role, side in sides.items()}
+        docs = {role: unjudged_doc_ids(chunk, rows[role].rankings(), k) for role in sides}
         union: dict[str, list[str]] = {}
         for role, found in docs.items():
             counts[role].hits += sum(map(len, found.values()))
@@ -102,8 +140,8 @@ def _optimistic_sides(baseline: RunSide, candidate: RunSide, golden: GoldenSet, 
             for qid, doc_ids in found.items():
                 union[qid] = list(dict.fromkeys([*union.get(qid, []), *doc_ids]))
         optimistic = optimistic_golden(chunk, union)
-        for role, side in sides.items():
-            upper[role] += _rescored_rows(side, rows[role], optimistic, names)
+        for role in sides:
+            upper[role] += rows[role].rescored(optimistic, names)
     for role, side in sides.items():
         if not upper[role]:  # shares no query with the golden set: rescore says so
             rescore(RecordedRun(run_id=side.run_id, rows=(), params=side.params,
@@ -136,7 +174,7 @@ def with_unjudged_bounds(result: Comparison, baseline: RunSide, candidate: RunSi
     k = bound_depth(result.primary.name, (baseline, candidate))
     counts, upper_b, upper_c = _optimistic_sides(baseline, candidate, golden, k,
                                                  _upper_names(options, (baseline, candidate)))
-    upper = compare_runs(upper_b, upper_c, options)
+    upper = compare_runs(upper_b, upper_c, options, detectable=False)  # verdict, means
     name = result.primary.name
     notes = [f"unjudged hits in the top {k}: " + ", ".join(
         f"{role} {count.words()}" for role, count in counts.items()),

@@ -309,10 +309,11 @@ def detectable_effect(deltas: np.ndarray, baseline: np.ndarray, higher_is_better
 
 def metric_results(gates: Sequence[tuple[str, str, str]],
                    values: Sequence[tuple[np.ndarray, np.ndarray]],
-                   options: CompareOptions) -> list[MetricResult]:
+                   options: CompareOptions, detectable: bool = True) -> list[MetricResult]:
     """Paired statistics of each gated metric (baseline, candidate values over the queries
     both scored); Holm over the metrics that changed somewhere. Pure numpy: bench_gate calls
-    it the way compare does."""
+    it the way compare does. ``detectable``: estimate the MDE (else None: no verdict reads
+    it)."""
     from kebab_mlflow.stats.resampling import holm, paired_tests
 
     deltas = [c - b for b, c in values]
@@ -336,7 +337,8 @@ def metric_results(gates: Sequence[tuple[str, str, str]],
             bound = t.ci_low if hib else t.ci_high
             within = bound is not None and bool(bound >= -options.margin if hib
                                                 else bound <= options.margin)
-        effect = detectable_effect(deltas[i], vb, hib, mde_level)
+        effect = detectable_effect(deltas[i], vb, hib, mde_level) if detectable else dict.fromkeys(
+            ("sd", "loss_size", "mde", "mde_whole", "mde_spread"))
         out.append(MetricResult(
             name=name, gate=gate, role=role, higher_is_better=hib, n=t.n,
             baseline=float(vb.mean()) if t.n else None,
@@ -457,8 +459,11 @@ def rule_text(options: CompareOptions) -> str:
 
 
 def compare_runs(baseline: RunSide, candidate: RunSide,
-                 options: CompareOptions | None = None) -> Comparison:
-    """Check the pair, then compare; raises :class:`ComparisonRefused` listing every problem."""
+                 options: CompareOptions | None = None, *, detectable: bool = True
+                 ) -> Comparison:
+    """Check the pair, then compare; raises :class:`ComparisonRefused` listing every problem.
+    ``detectable=False``: no MDE (metric_results), for a comparison read for its verdict and
+    means only (the bounds for unjudged hits: its sample arrays took 1.4 GB at 100k)."""
     options = options or CompareOptions()
     check = check_pair(baseline, candidate, options)
     shared = shared_rows(baseline, candidate, options, check)
@@ -482,7 +487,8 @@ def compare_runs(baseline: RunSide, candidate: RunSide,
                           for q, (b, c) in zip(queries, pairs, strict=True))
     n_truth = sum(q.has_truth for q in queries) + abstention_only
     level = _comparison_level(queries, abstention_only)
-    metrics = metric_results(gates, [_paired(pairs, name) for _, name, _ in gates], options)
+    metrics = metric_results(gates, [_paired(pairs, name) for _, name, _ in gates], options,
+                             detectable)
     warnings += [f"gated metric {m.name} has no query scored by both runs"
                  for m in metrics if m.n == 0]
     verdict, reasons = _decide(metrics, counts | {"Regression (flaky)": flaky_regressions},

@@ -47,13 +47,19 @@ class UnjudgedBounds:
 def unjudged_docs(golden: GoldenSet, rows: Iterable[PerQueryRow], k: int) -> dict[str, list[str]]:
     """Query id → the distinct documents among the first ``k`` of its doc ranking that the
     golden set has not judged, for the queries with doc-level truth (the bounds' queries)."""
+    return unjudged_doc_ids(golden, ((row.id, [h.doc_id for h in row.hits]) for row in rows), k)
+
+
+def unjudged_doc_ids(golden: GoldenSet, rankings: Iterable[tuple[str, Sequence[str]]],
+                     k: int) -> dict[str, list[str]]:
+    """:func:`unjudged_docs` from (query id, its hits' doc ids) pairs."""
     by_id = {q.id: q for q in golden.queries}
     out: dict[str, list[str]] = {}
-    for row in rows:
-        q = by_id.get(row.id)
+    for qid, doc_ids in rankings:
+        q = by_id.get(qid)
         if q is None or not q.has_doc_truth:
             continue
-        out[row.id] = unjudged_in([h.doc_id for h in row.hits], q.expected_doc_ids, k)
+        out[qid] = unjudged_in(doc_ids, q.expected_doc_ids, k)
     return out
 
 

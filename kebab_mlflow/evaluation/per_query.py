@@ -34,7 +34,7 @@ import hashlib
 import json
 import math
 from array import array
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -190,6 +190,11 @@ def _hit_ok(hit: Any) -> bool:
     return (isinstance(hit, dict) and isinstance(hit.get("chunk_id"), str)
             and isinstance(hit.get("doc_id"), str) and _count(hit.get("rank"))
             and hit["rank"] >= 1 and _number(hit.get("score")))
+
+
+def top_hit(hits: Sequence[dict[str, Any]]) -> tuple[Hit, ...]:
+    """The first of a line's hits (as :func:`_hit` reads it), none without hits."""
+    return tuple(map(_hit, hits[:1]))
 
 
 def _hit(hit: dict[str, Any]) -> Hit:
@@ -375,6 +380,15 @@ def read_compact(path: Path, shown_as: str | None = None, keep_query: bool = Tru
                 yield CompactRow(_row(raw, f"{where}:{lineno}", top_hit_only=True), offset,
                                  keep_query, names)
             offset += len(raw)
+
+
+def read_records_at(path: Path, offsets: Iterable[int]) -> Iterator[dict[str, Any]]:
+    """The lines at these byte offsets as their JSON objects, unchecked: for lines that
+    :func:`read_compact` has read (and checked) from the same file."""
+    with path.open("rb") as fh:
+        for offset in offsets:
+            fh.seek(offset)
+            yield json.loads(fh.readline())
 
 
 def read_rows_at(path: Path, offsets: Iterable[int], shown_as: str | None = None

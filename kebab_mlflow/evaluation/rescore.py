@@ -129,12 +129,11 @@ def _rescore(run: RecordedRun, golden: GoldenSet, intersect: bool,
     if not wanted.queries:
         raise InputError(f"run {run.run_id} and {golden.path or golden.name} share no query id")
     kept = {q.id for q in wanted.queries}
-    ask = _ask_override(run.params.get("ask"))
+    ask = ask_override(run.params.get("ask"))
     wanted = with_ask(wanted, ask)
     _check_private_answers(run, wanted)
     k = int(run.params.get("k", "10"))
-    cutoffs = tuple(run_cutoffs(k, parse_cutoffs(run.params["cutoffs"])
-                                if run.params.get("cutoffs") else None))
+    cutoffs = rescore_cutoffs(run.params)
     rows = [row for row in run.rows if row.id in kept]
     target = ReplayTarget(rows, _versions(run.params), answers=_scored_answers(run.rows),
                           load_ms=run.load_ms)
@@ -154,8 +153,16 @@ def recorded_source(run: RecordedRun) -> RecordedSource:
                           recorded_config_digest=run.tags.get(vocab.CONFIG_SHA256, ""))
 
 
-def _ask_override(value: str | None) -> bool | None:
+def ask_override(value: str | None) -> bool | None:
+    """The run's ``ask`` param as :func:`with_ask` takes it."""
     return {"all": True, "none": False}.get(value or "")
+
+
+def rescore_cutoffs(params: Mapping[str, str]) -> tuple[int, ...]:
+    """The cut-offs the run was scored at (its ``k`` and ``cutoffs`` params)."""
+    k = int(params.get("k", "10"))
+    return tuple(run_cutoffs(k, parse_cutoffs(params["cutoffs"]) if params.get("cutoffs")
+                             else None))
 
 
 def _versions(params: Mapping[str, str]) -> VersionSnapshot:

@@ -1,0 +1,81 @@
+"""A recorded run's rows rescored from doc codes, compact: what ``compare --unjudged`` reads of
+both runs under the optimistic judgments (comparison/unjudged.py), without the rescore's Hit
+path, its temporary ``per_query.jsonl`` and reading that back (issue 32: 237 s of a 100k-query
+compare's 290 s).
+
+The rows come as the JSON objects of their lines (:func:`per_query.read_records_at`). A chunk
+of rows is taken here only when the rescore would score it as a run file is scored — no answer
+scored, no error, no evidence, no repeats, every hit a document (chunk id = doc id, none
+twice) — so :mod:`evaluation.coded`'s tables give the rescore's scores and first relevant
+ranks exactly (``tests/test_run_target.py`` checks that path against the Hit path); any other
+chunk returns None and is rescored (evaluation/rescore.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from kebab_mlflow import vocabulary as vocab
+from kebab_mlflow.evaluation.coded import coded_tables
+from kebab_mlflow.evaluation.evaluate import with_ask
+from kebab_mlflow.evaluation.per_query import CompactRow, PerQueryRow, record, top_hit
+from kebab_mlflow.evaluation.rescore import ask_override, rescore_cutoffs
+from kebab_mlflow.golden import GoldenQuery, GoldenSet
+from kebab_mlflow.metrics.scoring import first_relevant_ranks, table_scores
+from kebab_mlflow.records import QueryResult
+
+
+def _plain(rec: Mapping[str, Any]) -> bool:
+    """A line the rescore scores as a run file's: hits only, each a distinct document."""
+    if rec.get("answer") is not None or rec.get("error") is not None \
+            or rec.get("evidence") is not None or rec.get("flip_rate") is not None \
+            or "repeats" in rec or "contains_all" in rec["scores"]:
+        return False
+    docs = [h["doc_id"] for h in rec["hits"]]
+    return all(h["chunk_id"] == h["doc_id"] for h in rec["hits"]) and len(set(docs)) == len(docs)
+
+
+def coded_compact(records: Sequence[Mapping[str, Any]], golden: GoldenSet,
+                  params: Mapping[str, str], tags: Mapping[str, str],
+                  names: Collection[str]) -> list[CompactRow] | None:
+    """The rows of :func:`rescore` (intersect) of ``records`` under ``golden``, read back
+    compact with only ``names``; None when some record needs the rescore's Hit path."""
+    k = int(params.get("k", "10"))
+    if k < 1 or not all(map(_plain, records)):
+        return None
+    by_id = {rec["id"]: rec for rec in records}
+    wanted = with_ask(golden.subset(set(by_id)), ask_override(params.get("ask")))
+    queries = wanted.queries
+    rows = [by_id[q.id] for q in queries]
+    doc_code: dict[str, int] = {}
+    codes = np.full((len(rows), k), -1, dtype=np.int32)
+    for i, rec in enumerate(rows):
+        ranked = [doc_code.setdefault(h["doc_id"], len(doc_code)) for h in rec["hits"][:k]]
+        codes[i, :len(ranked)] = ranked
+    tables, judged = coded_tables(queries, codes, doc_code, k)
+    scores = table_scores(tables, judged, k, rescore_cutoffs(params))
+    scores["no_hit_rate"] = ((codes >= 0).sum(axis=1) == 0).astype(float)
+    scores["error_rate"] = np.zeros(len(rows))
+    ranks = {level: v.tolist() for level, v in first_relevant_ranks(tables).items()}
+    columns = {name: v.tolist() for name, v in scores.items()}
+    private = tags.get(vocab.PRIVATE) == "true"
+    return [_compact(q, rec, {n: c[i] for n, c in columns.items()},
+                     {level: v[i] for level, v in ranks.items()}, private, names)
+            for i, (q, rec) in enumerate(zip(queries, rows, strict=True))]
+
+
+def _compact(query: GoldenQuery, rec: Mapping[str, Any], scores: Mapping[str, float],
+             ranks: Mapping[str, float], private: bool, names: Collection[str]) -> CompactRow:
+    """The compact row of the line the rescore writes for ``rec``: :func:`record` of its
+    hit-less result (scores, ranks and abstention as written), its first hit as recorded."""
+    line = record(query, QueryResult(query_id=query.id, hits=(), answer=None, latency_ms=0.0),
+                  scores, private, ranks)
+    row = PerQueryRow(id=query.id, query=None, hits=top_hit(rec["hits"]), answer=None,
+                      scores=line["scores"], latency_ms=0.0, error=None,
+                      first_relevant_rank=line["first_relevant_rank"],
+                      abstention=line.get("abstention"))
+    # offset 0: the optimistic sides have no source file to read whole rows from
+    return CompactRow(row, 0, keep_query=False, names=names)
