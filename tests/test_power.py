@@ -224,3 +224,32 @@ def test_the_corrected_mde_is_the_drop_the_exact_test_detects_80_percent_of_the_
     d = mde_subset(noise, np.ones(60))
     power = _power_at_random(noise, 1.0, d, 2_000, seed=5)
     assert abs(power - 0.8) < 3 * math.sqrt(0.8 * 0.2 / 2_000), power
+
+
+def test_the_discreteness_draws_come_in_blocks_with_the_same_answer(monkeypatch):
+    """The hand-computed case above with the 200 draws taken 3 at a time (67 blocks of one
+    generator): without noise every draw's threshold is the same, so the MDE must not move."""
+    from kebab_mlflow.stats import power
+
+    by_hand = optimize.brentq(lambda pi: sp.binom.sf(5, 20, pi) - 0.8, 1e-6, 1 - 1e-6)
+    monkeypatch.setattr(power, "DRAW_BLOCK_ELEMENTS", 20 * 3)
+    assert power.mde_subset(np.zeros(20), np.ones(20)) == pytest.approx(by_hand, rel=1e-9)
+
+
+def test_two_identical_runs_of_many_queries_keep_the_draw_arrays_small():
+    """100,000 queries, every delta 0 (two identical runs: one sign state, so the exact
+    correction runs): all 200 draws at once would be 160 MB an array; in blocks the traced
+    peak stays under 128 MB (one block: ~1.5 GB), and the same seed gives the same MDE."""
+    import tracemalloc
+
+    from kebab_mlflow.stats.power import mde_subset
+
+    losses = np.random.default_rng(11).random(100_000)
+    tracemalloc.start()
+    try:
+        first = mde_subset(np.zeros(100_000), losses)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 128 * 2**20, peak
+    assert first is not None and mde_subset(np.zeros(100_000), losses) == first
