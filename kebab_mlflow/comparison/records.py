@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, TypedDict, TypeVar
 
 from kebab_mlflow import vocabulary as vocab
 from kebab_mlflow.errors import Problem
@@ -28,6 +28,8 @@ SMALL_SET = 30
 # --resamples beyond this is refused up front: 10^6 resamples of 10^4 queries already take
 # minutes; 1e9 would run for days or exhaust memory.
 MAX_RESAMPLES = 1_000_000
+
+T = TypeVar("T")
 
 
 class Verdict(enum.StrEnum):
@@ -110,14 +112,16 @@ class RunSide:
         offsets = [r.offset for r in chosen if not isinstance(r, PerQueryRow)]
         yield from read_rows_at(self.source.path, offsets, self.source.shown_as)
 
-    def line_records(self, ids: Sequence[str]) -> list[dict[str, Any]] | None:
-        """The JSON objects of the lines of ``ids`` (ids the side lacks skipped), unchecked:
-        the compact read checked those bytes. None when rows are held whole (no source)."""
+    def line_records(self, ids: Sequence[str], keep: Callable[[dict[str, Any]], T]
+                     ) -> list[T] | None:
+        """``keep`` of the JSON object of each line of ``ids`` (ids the side lacks skipped),
+        unchecked: the compact read checked those bytes; each object is dropped once kept.
+        None when rows are held whole (no source)."""
         chosen = [r for i in ids if (r := self._by_id.get(i)) is not None]
         offsets = [r.offset for r in chosen if not isinstance(r, PerQueryRow)]
         if self.source is None or len(offsets) < len(chosen):
             return None
-        return list(read_records_at(self.source.path, offsets))
+        return [keep(rec) for rec in read_records_at(self.source.path, offsets)]
 
     @cached_property
     def _by_id(self) -> dict[str, QueryRow]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 from kebab_mlflow.comparison.records import (
     DEFAULT_PRIMARY,
@@ -23,7 +22,7 @@ from kebab_mlflow.comparison.records import (
     Verdict,
 )
 from kebab_mlflow.evaluation.bounds import optimistic_golden, unjudged_doc_ids
-from kebab_mlflow.evaluation.optimistic import coded_compact
+from kebab_mlflow.evaluation.optimistic import CodedLine, coded_compact
 from kebab_mlflow.evaluation.per_query import CompactRow, PerQueryRow, read_compact
 from kebab_mlflow.evaluation.rescore import RecordedRun, rescore
 from kebab_mlflow.golden import GoldenSet
@@ -87,34 +86,34 @@ def _rescored_rows(side: RunSide, rows: Sequence[PerQueryRow], golden: GoldenSet
 
 @dataclass(kw_only=True)
 class _Chunk:
-    """One side's rows of a chunk: the lines' JSON objects (a side read from its file), else
-    the whole rows."""
+    """One side's rows of a chunk: what the coded rescore reads of each line (a side read
+    from its file), else the whole rows."""
 
     side: RunSide
     ids: list[str]
-    records: list[dict[str, Any]] | None = None
+    lines: list[CodedLine] | None = None
     rows: list[PerQueryRow] | None = None
 
     @classmethod
     def read(cls, side: RunSide, ids: list[str]) -> _Chunk:
-        records = side.line_records(ids)
-        if records is not None:
-            return cls(side=side, ids=ids, records=records)
+        lines = side.line_records(ids, CodedLine.of)
+        if lines is not None:
+            return cls(side=side, ids=ids, lines=lines)
         return cls(side=side, ids=ids, rows=list(side.full_rows(ids)))
 
-    def rankings(self) -> Iterator[tuple[str, list[str]]]:
+    def rankings(self) -> Iterator[tuple[str, Sequence[str]]]:
         """(query id, its hits' doc ids), in the chunk's order."""
-        if self.records is not None:
-            return ((r["id"], [h["doc_id"] for h in r["hits"]]) for r in self.records)
+        if self.lines is not None:
+            return ((line.id, line.doc_ids) for line in self.lines)
         return ((r.id, [h.doc_id for h in r.hits]) for r in self.rows or ())
 
     def rescored(self, golden: GoldenSet, names: set[str]) -> tuple[CompactRow, ...]:
         """The rows rescored under ``golden``: from doc codes where the rescore would score
         them as a run file's (evaluation/optimistic.py), else by the rescore itself."""
-        if self.records is not None:
-            if not self.records:
+        if self.lines is not None:
+            if not self.lines:
                 return ()
-            coded = coded_compact(self.records, golden, self.side.params, self.side.tags, names)
+            coded = coded_compact(self.lines, golden, self.side.params, self.side.tags, names)
             if coded is not None:
                 return tuple(coded)
             self.rows = list(self.side.full_rows(self.ids))

@@ -3,17 +3,20 @@ both runs under the optimistic judgments (comparison/unjudged.py), without the r
 path, its temporary ``per_query.jsonl`` and reading that back (issue 32: 237 s of a 100k-query
 compare's 290 s).
 
-The rows come as the JSON objects of their lines (:func:`per_query.read_records_at`). A chunk
-of rows is taken here only when the rescore would score it as a run file is scored — no answer
-scored, no error, no evidence, no repeats, every hit a document (chunk id = doc id, none
-twice) — so :mod:`evaluation.coded`'s tables give the rescore's scores and first relevant
-ranks exactly (``tests/test_run_target.py`` checks that path against the Hit path); any other
-chunk returns None and is rescored (evaluation/rescore.py).
+The rows come as :class:`CodedLine` records, each made from its line's JSON object as it is
+read (:func:`per_query.read_records_at`), so a chunk of 1,000 lines holds 100 doc ids a line,
+not 1,000 parsed lines (~40 KB each). A chunk of rows is taken here only when the rescore
+would score it as a run file is scored — no answer scored, no error, no evidence, no repeats,
+every hit a document (chunk id = doc id, none twice) — so :mod:`evaluation.coded`'s tables
+give the rescore's scores and first relevant ranks exactly (``tests/test_run_target.py``
+checks that path against the Hit path); any other chunk returns None and is rescored
+(evaluation/rescore.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -25,7 +28,24 @@ from kebab_mlflow.evaluation.per_query import CompactRow, PerQueryRow, record, t
 from kebab_mlflow.evaluation.rescore import ask_override, rescore_cutoffs
 from kebab_mlflow.golden import GoldenQuery, GoldenSet
 from kebab_mlflow.metrics.scoring import first_relevant_ranks, table_scores
-from kebab_mlflow.records import QueryResult
+from kebab_mlflow.records import Hit, QueryResult
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CodedLine:
+    """What the coded rescore reads of a line: its id, its hits' doc ids in rank order, its
+    first hit as recorded, and whether the rescore scores it as a run file's (``plain``)."""
+
+    id: str
+    doc_ids: tuple[str, ...]
+    top: tuple[Hit, ...]
+    plain: bool
+
+    @classmethod
+    def of(cls, rec: Mapping[str, Any]) -> CodedLine:
+        hits = rec["hits"]
+        return cls(id=rec["id"], doc_ids=tuple(h["doc_id"] for h in hits), top=top_hit(hits),
+                   plain=_plain(rec))
 
 
 def _plain(rec: Mapping[str, Any]) -> bool:
@@ -38,22 +58,22 @@ def _plain(rec: Mapping[str, Any]) -> bool:
     return all(h["chunk_id"] == h["doc_id"] for h in rec["hits"]) and len(set(docs)) == len(docs)
 
 
-def coded_compact(records: Sequence[Mapping[str, Any]], golden: GoldenSet,
+def coded_compact(lines: Sequence[CodedLine], golden: GoldenSet,
                   params: Mapping[str, str], tags: Mapping[str, str],
                   names: Collection[str]) -> list[CompactRow] | None:
-    """The rows of :func:`rescore` (intersect) of ``records`` under ``golden``, read back
-    compact with only ``names``; None when some record needs the rescore's Hit path."""
+    """The rows of :func:`rescore` (intersect) of ``lines`` under ``golden``, read back
+    compact with only ``names``; None when some line needs the rescore's Hit path."""
     k = int(params.get("k", "10"))
-    if k < 1 or not all(map(_plain, records)):
+    if k < 1 or not all(line.plain for line in lines):
         return None
-    by_id = {rec["id"]: rec for rec in records}
+    by_id = {line.id: line for line in lines}
     wanted = with_ask(golden.subset(set(by_id)), ask_override(params.get("ask")))
     queries = wanted.queries
     rows = [by_id[q.id] for q in queries]
     doc_code: dict[str, int] = {}
     codes = np.full((len(rows), k), -1, dtype=np.int32)
-    for i, rec in enumerate(rows):
-        ranked = [doc_code.setdefault(h["doc_id"], len(doc_code)) for h in rec["hits"][:k]]
+    for i, line in enumerate(rows):
+        ranked = [doc_code.setdefault(d, len(doc_code)) for d in line.doc_ids[:k]]
         codes[i, :len(ranked)] = ranked
     tables, judged = coded_tables(queries, codes, doc_code, k)
     scores = table_scores(tables, judged, k, rescore_cutoffs(params))
@@ -62,18 +82,18 @@ def coded_compact(records: Sequence[Mapping[str, Any]], golden: GoldenSet,
     ranks = {level: v.tolist() for level, v in first_relevant_ranks(tables).items()}
     columns = {name: v.tolist() for name, v in scores.items()}
     private = tags.get(vocab.PRIVATE) == "true"
-    return [_compact(q, rec, {n: c[i] for n, c in columns.items()},
+    return [_compact(q, line, {n: c[i] for n, c in columns.items()},
                      {level: v[i] for level, v in ranks.items()}, private, names)
-            for i, (q, rec) in enumerate(zip(queries, rows, strict=True))]
+            for i, (q, line) in enumerate(zip(queries, rows, strict=True))]
 
 
-def _compact(query: GoldenQuery, rec: Mapping[str, Any], scores: Mapping[str, float],
+def _compact(query: GoldenQuery, coded: CodedLine, scores: Mapping[str, float],
              ranks: Mapping[str, float], private: bool, names: Collection[str]) -> CompactRow:
-    """The compact row of the line the rescore writes for ``rec``: :func:`record` of its
+    """The compact row of the line the rescore writes for ``coded``: :func:`record` of its
     hit-less result (scores, ranks and abstention as written), its first hit as recorded."""
     line = record(query, QueryResult(query_id=query.id, hits=(), answer=None, latency_ms=0.0),
                   scores, private, ranks)
-    row = PerQueryRow(id=query.id, query=None, hits=top_hit(rec["hits"]), answer=None,
+    row = PerQueryRow(id=query.id, query=None, hits=coded.top, answer=None,
                       scores=line["scores"], latency_ms=0.0, error=None,
                       first_relevant_rank=line["first_relevant_rank"],
                       abstention=line.get("abstention"))
