@@ -205,3 +205,68 @@ def test_the_bounds_for_unjudged_hits_are_the_same_a_chunk_at_a_time(fixture_run
                                  UnjudgedMode.REPORT)
     assert list(small.notes[-2:]) == expected
     assert "unjudged hits in the top 10: baseline " in expected[0]
+
+
+def _raw_lines(path: Path) -> list[bytes]:
+    return [raw for raw in path.read_bytes().splitlines(keepends=True) if raw.strip()]
+
+
+def test_the_msgspec_decoder_reads_every_good_line_as_the_checked_reader(fixture_runs,
+                                                                         tmp_path):
+    """The fast path (evaluation/line_decoding.py) takes every line of real runs and of the
+    edge cases — it is not falling back — and gives the checked reader's row, value and type."""
+    from kebab_mlflow.evaluation.per_query import _fast_compact_row, _row
+
+    edge = tmp_path / "edge.jsonl"
+    edge.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n"
+                            for line in EDGE_LINES), encoding="utf-8")
+    for path in (*(r.per_query_path for r in fixture_runs.values()), edge):
+        for raw in _raw_lines(path):
+            fast, checked = _fast_compact_row(raw), _row(raw, "x", top_hit_only=True)
+            assert fast == checked
+            assert [type(h.score) for h in fast.hits] == [type(h.score) for h in checked.hits]
+
+
+BROKEN = [  # (key, value) put into a good line: each breaks one of per_query's _FIELDS rules
+    ("id", 5), ("id", None), ("hits", "no"), ("hits", [dict(HIT, rank=0)]),
+    ("hits", [dict(HIT, rank=True)]), ("hits", [dict(HIT, rank=1.0)]),
+    ("hits", [dict(HIT, score=True)]), ("hits", [dict(HIT, score=None)]),
+    ("hits", [{k: v for k, v in HIT.items() if k != "doc_id"}]), ("hits", [3]),
+    ("scores", {"mrr": True}), ("scores", {"mrr": "1"}), ("scores", []),
+    ("answer", []), ("answer", {"citations": [1]}), ("answer", {"confidence": True}),
+    ("latency_ms", None), ("latency_ms", True), ("error", 3), ("query", 3),
+    ("first_relevant_rank", {"doc": -1}), ("first_relevant_rank", {"doc": 1.5}),
+    ("first_relevant_rank", []), ("abstention", "maybe"), ("flip_rate", 1.5),
+    ("flip_rate", True), ("evidence", [1]), ("evidence", {}), ("truncated_hits", -1),
+    ("truncated_hits", True), ("stage_ms", {"search": True}), ("stage_ms", []),
+]
+
+
+@pytest.mark.parametrize("key, value", BROKEN)
+def test_a_line_the_checked_reader_refuses_the_fast_one_refuses_too(tmp_path, key, value):
+    """Never more lenient: each broken line is refused by the msgspec structs (so the checked
+    path reads it) and read_compact reports what read_per_query reports."""
+    from kebab_mlflow.evaluation.per_query import _fast_compact_row
+
+    raw = json.dumps({**EDGE_LINES[2], key: value}).encode() + b"\n"
+    assert _fast_compact_row(raw) is None
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(raw)
+    with pytest.raises(PerQueryError) as whole:
+        list(read_per_query(path))
+    with pytest.raises(PerQueryError) as compact:
+        list(read_compact(path))
+    assert str(compact.value) == str(whole.value) and f"'{key}'" in str(whole.value)
+
+
+@pytest.mark.parametrize("raw", [b"\xff\xfe{}\n", b"[1, 2]\n", b"{\"id\": \"q\"\n",
+                                 b"[" * 100_000 + b"\n"])
+def test_undecodable_lines_fall_back_to_the_checked_errors(tmp_path, raw):
+    from kebab_mlflow.evaluation.per_query import _fast_compact_row
+
+    assert _fast_compact_row(raw) is None
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(raw)
+    with pytest.raises(PerQueryError) as compact:
+        list(read_compact(path))
+    assert "bad.jsonl:1" in str(compact.value)

@@ -342,12 +342,18 @@ def _compact_fields(row) -> tuple[object, ...]:
     return (*(getattr(row, s) for s in _COMPACT_SLOTS), list(scores.items()))
 
 
+def _coded(lines: list[dict]) -> list:
+    from kebab_mlflow.evaluation.optimistic import CodedLine
+
+    return [CodedLine.of(json.dumps(line).encode()) for line in lines]
+
+
 def test_coded_optimistic_rows_equal_the_rescores_compact_rows(tmp_path):
     """coded_compact gives, field by field, what compare read back from the rescore's
     per_query.jsonl: hits past k, runs without hits, queries without doc truth, chunk truth,
     a golden query the run never saw, map and r_precision at the retrieved depth."""
     from kebab_mlflow.evaluation.bounds import optimistic_golden, unjudged_doc_ids
-    from kebab_mlflow.evaluation.optimistic import CodedLine, coded_compact
+    from kebab_mlflow.evaluation.optimistic import coded_compact
     from kebab_mlflow.evaluation.per_query import read_compact
 
     golden, rankings = _synthetic(40)
@@ -371,7 +377,7 @@ def test_coded_optimistic_rows_equal_the_rescores_compact_rows(tmp_path):
         golden, ((line["id"], rankings[line["id"]]) for line in lines), 10))
     names = {"ndcg_at_10_doc", "mrr", "mrr_doc", "map_doc", "r_precision_doc",
              "precision_at_1_doc", "recall_at_10", "contains_all"}
-    coded = coded_compact([CodedLine.of(line) for line in lines], optimistic, params, {}, names)
+    coded = coded_compact(_coded(lines), optimistic, params, {}, names)
     assert coded is not None and recorded.golden.queries
     by_hits = rescore(RecordedRun(run_id="s", rows=rows, params=params), optimistic,
                       intersect=True).result
@@ -380,5 +386,4 @@ def test_coded_optimistic_rows_equal_the_rescores_compact_rows(tmp_path):
     assert sum(r.score("map_doc") is not None for r in coded) > 200
     # a hit that is a chunk of its document: the rescore's Hit path
     lines[0]["hits"][0]["chunk_id"] += "#0"
-    assert coded_compact([CodedLine.of(line) for line in lines], optimistic, params, {},
-                         names) is None
+    assert coded_compact(_coded(lines), optimistic, params, {}, names) is None

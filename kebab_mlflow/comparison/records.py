@@ -7,14 +7,14 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, TypedDict, TypeVar
+from typing import TypedDict, TypeVar
 
 from kebab_mlflow import vocabulary as vocab
 from kebab_mlflow.errors import Problem
 from kebab_mlflow.evaluation.per_query import (
     PerQueryRow,
     QueryRow,
-    read_records_at,
+    read_lines_at,
     read_rows_at,
 )
 from kebab_mlflow.golden import SliceKey
@@ -112,16 +112,14 @@ class RunSide:
         offsets = [r.offset for r in chosen if not isinstance(r, PerQueryRow)]
         yield from read_rows_at(self.source.path, offsets, self.source.shown_as)
 
-    def line_records(self, ids: Sequence[str], keep: Callable[[dict[str, Any]], T]
-                     ) -> list[T] | None:
-        """``keep`` of the JSON object of each line of ``ids`` (ids the side lacks skipped),
-        unchecked: the compact read checked those bytes; each object is dropped once kept.
-        None when rows are held whole (no source)."""
+    def line_records(self, ids: Sequence[str], keep: Callable[[bytes], T]) -> list[T] | None:
+        """``keep`` of the bytes of each line of ``ids`` (ids the side lacks skipped), which
+        the compact read checked. None when rows are held whole (no source)."""
         chosen = [r for i in ids if (r := self._by_id.get(i)) is not None]
         offsets = [r.offset for r in chosen if not isinstance(r, PerQueryRow)]
         if self.source is None or len(offsets) < len(chosen):
             return None
-        return [keep(rec) for rec in read_records_at(self.source.path, offsets)]
+        return [keep(raw) for raw in read_lines_at(self.source.path, offsets)]
 
     @cached_property
     def _by_id(self) -> dict[str, QueryRow]:

@@ -3,28 +3,27 @@ both runs under the optimistic judgments (comparison/unjudged.py), without the r
 path, its temporary ``per_query.jsonl`` and reading that back (issue 32: 237 s of a 100k-query
 compare's 290 s).
 
-The rows come as :class:`CodedLine` records, each made from its line's JSON object as it is
-read (:func:`per_query.read_records_at`), so a chunk of 1,000 lines holds 100 doc ids a line,
-not 1,000 parsed lines (~40 KB each). A chunk of rows is taken here only when the rescore
-would score it as a run file is scored — no answer scored, no error, no evidence, no repeats,
-every hit a document (chunk id = doc id, none twice) — so :mod:`evaluation.coded`'s tables
-give the rescore's scores and first relevant ranks exactly (``tests/test_run_target.py``
-checks that path against the Hit path); any other chunk returns None and is rescored
-(evaluation/rescore.py).
+The rows come as :class:`CodedLine` records, each decoded from its line's bytes as it is read
+(:func:`per_query.read_lines_at`; msgspec, evaluation/line_decoding.py), so a chunk of 1,000
+lines holds 100 doc ids a line, not 1,000 parsed lines (~40 KB each). A chunk of rows is
+taken here only when the rescore would score it as a run file is scored — no answer scored,
+no error, no evidence, no repeats, every hit a document (chunk id = doc id, none twice) — so
+:mod:`evaluation.coded`'s tables give the rescore's scores and first relevant ranks exactly
+(``tests/test_run_target.py`` checks that path against the Hit path); any other chunk returns
+None and is rescored (evaluation/rescore.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from kebab_mlflow import vocabulary as vocab
 from kebab_mlflow.evaluation.coded import coded_tables
 from kebab_mlflow.evaluation.evaluate import with_ask
-from kebab_mlflow.evaluation.per_query import CompactRow, PerQueryRow, record, top_hit
+from kebab_mlflow.evaluation.per_query import CompactRow, PerQueryRow, record
 from kebab_mlflow.evaluation.rescore import ask_override, rescore_cutoffs
 from kebab_mlflow.golden import GoldenQuery, GoldenSet
 from kebab_mlflow.metrics.scoring import first_relevant_ranks, table_scores
@@ -42,20 +41,15 @@ class CodedLine:
     plain: bool
 
     @classmethod
-    def of(cls, rec: Mapping[str, Any]) -> CodedLine:
-        hits = rec["hits"]
-        return cls(id=rec["id"], doc_ids=tuple(h["doc_id"] for h in hits), top=top_hit(hits),
-                   plain=_plain(rec))
+    def of(cls, raw: bytes) -> CodedLine:
+        """The line's fields, decoded unchecked: :func:`per_query.read_compact` checked it."""
+        from kebab_mlflow.evaluation.line_decoding import CODED
 
-
-def _plain(rec: Mapping[str, Any]) -> bool:
-    """A line the rescore scores as a run file's: hits only, each a distinct document."""
-    if rec.get("answer") is not None or rec.get("error") is not None \
-            or rec.get("evidence") is not None or rec.get("flip_rate") is not None \
-            or "repeats" in rec or "contains_all" in rec["scores"]:
-        return False
-    docs = [h["doc_id"] for h in rec["hits"]]
-    return all(h["chunk_id"] == h["doc_id"] for h in rec["hits"]) and len(set(docs)) == len(docs)
+        line = CODED.decode(raw)
+        top = tuple(Hit(chunk_id=h.chunk_id, doc_id=h.doc_id, score=h.score, rank=h.rank)
+                    for h in line.hits[:1])
+        return cls(id=line.id, doc_ids=tuple(h.doc_id for h in line.hits), top=top,
+                   plain=line.plain)
 
 
 def coded_compact(lines: Sequence[CodedLine], golden: GoldenSet,

@@ -300,6 +300,33 @@ def _row(raw: bytes, where: str, top_hit_only: bool = False) -> PerQueryRow:
                        truncated_hits=v["truncated_hits"], stage_ms=v["stage_ms"])
 
 
+def _fast_compact_row(raw: bytes) -> PerQueryRow | None:
+    """:func:`_row` (``top_hit_only``) by msgspec (evaluation/line_decoding.py), ~14× faster
+    on lines of 100 hits; None when its structs refuse the line: :func:`_row` then reads it,
+    or reports it."""
+    from kebab_mlflow.evaluation import line_decoding as ld
+
+    try:
+        line = ld.LINE.decode(raw)
+    except ld.REFUSED:
+        return None
+    top = line.hits[:1]
+    answer = line.answer
+    return PerQueryRow(
+        id=line.id, query=line.query,
+        hits=tuple(Hit(chunk_id=h.chunk_id, doc_id=h.doc_id, score=h.score, rank=h.rank)
+                   for h in top),
+        answer=None if answer is None else Answer(
+            text=answer.text or "", citations=tuple(answer.citations or ()),
+            refusal_reason=answer.refusal_reason, confidence=answer.confidence,
+            raw_confidence=answer.raw_confidence, similarity=answer.similarity),
+        scores=line.scores, latency_ms=line.latency_ms, error=line.error,
+        first_relevant_rank=line.first_relevant_rank, abstention=line.abstention,
+        flip_rate=line.flip_rate,
+        evidence=None if line.evidence is None else tuple(line.evidence),
+        truncated_hits=line.truncated_hits, stage_ms=line.stage_ms)
+
+
 # ---------------------------------------------------------------------------------------------
 # compact rows: what compare keeps of a line, never its hit list (issue 32)
 
@@ -377,18 +404,18 @@ def read_compact(path: Path, shown_as: str | None = None, keep_query: bool = Tru
     with path.open("rb") as fh:
         for lineno, raw in enumerate(fh, 1):
             if raw.strip():
-                yield CompactRow(_row(raw, f"{where}:{lineno}", top_hit_only=True), offset,
-                                 keep_query, names)
+                row = _fast_compact_row(raw) or _row(raw, f"{where}:{lineno}", top_hit_only=True)
+                yield CompactRow(row, offset, keep_query, names)
             offset += len(raw)
 
 
-def read_records_at(path: Path, offsets: Iterable[int]) -> Iterator[dict[str, Any]]:
-    """The lines at these byte offsets as their JSON objects, unchecked: for lines that
-    :func:`read_compact` has read (and checked) from the same file."""
+def read_lines_at(path: Path, offsets: Iterable[int]) -> Iterator[bytes]:
+    """The lines at these byte offsets, as bytes: for lines that :func:`read_compact` has read
+    (and checked) from the same file."""
     with path.open("rb") as fh:
         for offset in offsets:
             fh.seek(offset)
-            yield json.loads(fh.readline())
+            yield fh.readline()
 
 
 def read_rows_at(path: Path, offsets: Iterable[int], shown_as: str | None = None
