@@ -301,9 +301,9 @@ def _row(raw: bytes, where: str, top_hit_only: bool = False) -> PerQueryRow:
 
 
 def _fast_compact_row(raw: bytes) -> PerQueryRow | None:
-    """:func:`_row` (``top_hit_only``) by msgspec (evaluation/line_decoding.py), ~14× faster
-    on lines of 100 hits; None when its structs refuse the line: :func:`_row` then reads it,
-    or reports it."""
+    """:func:`_row` (``top_hit_only``) by msgspec (evaluation/line_decoding.py): the compact
+    read of 100k lines of 100 hits in 4.3 s of CPU instead of 15 s; None when its structs
+    refuse the line: :func:`_row` then reads it, or reports it."""
     from kebab_mlflow.evaluation import line_decoding as ld
 
     try:
