@@ -253,3 +253,21 @@ def test_two_identical_runs_of_many_queries_keep_the_draw_arrays_small():
         tracemalloc.stop()
     assert peak < 128 * 2**20, peak
     assert first is not None and mde_subset(np.zeros(100_000), losses) == first
+
+
+
+def test_the_compare_path_computes_the_mde_without_importing_scipy_stats():
+    """scipy.stats cost compare ~0.4 s of start-up (issue 32); the normal CDF comes from
+    scipy.special's ndtr (test_mde_subset_solves_the_delta_method_power_equation checks the
+    result against scipy.stats.norm)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, numpy as np\n"
+            "from kebab_mlflow.stats.power import mde_subset\n"
+            "rng = np.random.default_rng(3)\n"
+            "assert mde_subset(rng.normal(0, 0.1, 400), rng.uniform(0, 1, 400)) > 0\n"
+            "print('scipy.stats' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "False"

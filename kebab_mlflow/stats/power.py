@@ -105,9 +105,11 @@ def hit_power(noise2: float, n: int, moments: tuple[float, float, float, float],
     mean_t = mu1 / np.sqrt(mu2)
     var_t = (var1 - ratio * cov + ratio * ratio / 4 * var2) / mu2
     za = NormalDist().inv_cdf(1 - alpha / 2)
-    from scipy.stats import norm
+    # scipy.special's ndtr is what scipy.stats.norm.cdf calls (the same bits), without
+    # importing scipy.stats (~0.4 s of compare's start-up)
+    from scipy.special import ndtr
 
-    power: np.ndarray = norm.cdf((-za - mean_t) / np.sqrt(np.maximum(var_t, 1e-300)))
+    power: np.ndarray = ndtr((-za - mean_t) / np.sqrt(np.maximum(var_t, 1e-300)))
     return power
 
 
