@@ -27,6 +27,7 @@
 
     ReplyError (not a KebabError)   one target reply unusable: becomes that query's error
     YamlFallback (internal)         a YAML construct the one-pass composer leaves to PyYAML
+    SettingsAfterQueries (internal) queries built before the settings they depend on
     ArrowUnusable (internal)        a run file pyarrow cannot split: read line by line
     TooDeeplyNested (internal)      a ValueError: JSON nested past Python's parser's recursion
 
@@ -182,6 +183,12 @@ class ReplyError(Exception):
 class YamlFallback(Exception):
     """Internal: a construct (anchor, alias, tag, merge key) that
     :mod:`kebab_mlflow.yaml_source`'s one-pass composer leaves to PyYAML's full safe load."""
+
+
+class SettingsAfterQueries(Exception):
+    """Internal: a golden set's queries were built as they were parsed, before a file setting
+    they depend on (``metadata_fields``, ``case_insensitive``) that comes after ``queries:``;
+    :func:`kebab_mlflow.golden.parse_golden_set` parses the file again whole."""
 
 
 class ArrowUnusable(Exception):

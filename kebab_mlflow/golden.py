@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from kebab_mlflow import names
-from kebab_mlflow.errors import GoldenSetError, Problem
+from kebab_mlflow.errors import GoldenSetError, Problem, SettingsAfterQueries
 from kebab_mlflow.evidence.spec import EvidenceSpan, parse_evidence
 from kebab_mlflow.reading import Field, Messages, Reader, table
-from kebab_mlflow.yaml_source import child, location, parse, sequence_items
+from kebab_mlflow.yaml_source import Stream, child, location, parse, sequence_items
 
 DEFAULT_METADATA_FIELDS = ("agency", "project", "budget", "deadline")
 MAX_GRADE = 2**31 - 1
@@ -191,8 +191,16 @@ def load_golden_set(path: str | Path) -> GoldenSet:
 
 
 def parse_golden_set(raw: bytes, source: str) -> GoldenSet:
-    data, node = parse(raw, source, GoldenSetError, "golden set")
-    return _build(data, node, source, hashlib.sha256(raw).hexdigest())
+    """The golden set of a file's bytes; its queries are built as the parser reaches them
+    (:class:`_QueryBuilder`), parsed whole again only when a setting they depend on comes
+    after ``queries:``."""
+    digest = hashlib.sha256(raw).hexdigest()
+    data, node = parse(raw, source, GoldenSetError, "golden set",
+                       Stream("queries", lambda top: _QueryBuilder(top, source)))
+    try:
+        return _build(data, node, source, digest)
+    except SettingsAfterQueries:
+        return _build(*parse(raw, source, GoldenSetError, "golden set"), source, digest)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -208,12 +216,45 @@ class _Header:
     primary_metric: str | None = None  # the metric compare decides on
 
 
+@dataclass(frozen=True, slots=True)
+class _Built:
+    """A query item checked (its problems) and built (None when it has problems; its
+    identity for the cross-query checks when it has an id), under ``settings``."""
+
+    query: GoldenQuery | None
+    identity: _Identity | None
+    problems: tuple[Problem, ...]
+    settings: tuple[tuple[str, ...], bool]  # the file's metadata_fields and case_insensitive
+
+
+class _QueryBuilder:
+    """Each query item built as soon as it is parsed (yaml_source.Stream), with the file's
+    settings parsed before ``queries:``: a large file then never holds every item parsed
+    beside the records (a 1M-query set: 2 GB)."""
+
+    def __init__(self, top: dict[Any, Any], source: str):
+        self.header = _header(top, None, source, lambda node: location(source, node), [])[0]
+        self.source, self.count = source, 0
+
+    def __call__(self, item: Any, node: Any) -> _Built:
+        self.count += 1
+        return _built(item, node, self.count - 1, self.header,
+                      lambda node: location(self.source, node))
+
+
+def _settings(header: _Header) -> tuple[tuple[str, ...], bool]:
+    return header.metadata_fields, header.case_insensitive
+
+
 def _build(data: Any, node: Any, source: str, digest: str) -> GoldenSet:
     def at(node: Any) -> str:
         return location(source, node)
 
     problems: list[Problem] = []
     header, queries, queries_node = _header(data, node, source, at, problems)
+    first = queries[0] if isinstance(queries, list) and queries else None
+    if isinstance(first, _Built) and first.settings != _settings(header):
+        raise SettingsAfterQueries
     parsed, identities = _parse_queries(queries, sequence_items(queries_node), header, at, problems)
     if not queries and not problems:
         problems.append(Problem("the golden set has no queries", at(node)))
@@ -287,23 +328,35 @@ def _parse_queries(queries: list[Any], item_nodes: list[Any], header: _Header,
     parsed: list[GoldenQuery] = []
     identities: list[_Identity] = []
     for i, item in enumerate(queries):
-        item_node = item_nodes[i] if i < len(item_nodes) else None
-        q = _parse_query(item, item_node, i, at, problems, header.metadata_fields,
-                         header.case_insensitive)
-        if q is not None:
-            parsed.append(q)
-            identities.append(_Identity(id=q.id, line=q.line, group=q.group,
-                                        expected_doc_ids=q.expected_doc_ids,
-                                        expected_ids=(*q.expected_doc_ids,
-                                                      *q.expected_chunk_ids)))
-        else:
-            identity = _identity(item, item_node)
-            if identity is not None:
-                identities.append(identity)
+        built = item if isinstance(item, _Built) else _built(
+            item, item_nodes[i] if i < len(item_nodes) else None, i, header, at)
+        problems += built.problems
+        if built.query is not None:
+            parsed.append(built.query)
+        if built.identity is not None:
+            identities.append(built.identity)
         queries[i] = None
         if i < len(item_nodes):
             item_nodes[i] = None
     return parsed, identities
+
+
+_NO_PROBLEMS: tuple[Problem, ...] = ()
+
+
+def _built(item: Any, node: Any, index: int, header: _Header,
+           at: Callable[[Any], str]) -> _Built:
+    problems: list[Problem] = []
+    q = _parse_query(item, node, index, at, problems, header.metadata_fields,
+                     header.case_insensitive)
+    if q is not None:
+        identity: _Identity | None = _Identity(
+            id=q.id, line=q.line, group=q.group, expected_doc_ids=q.expected_doc_ids,
+            expected_ids=(*q.expected_doc_ids, *q.expected_chunk_ids))
+    else:
+        identity = _identity(item, node)
+    return _Built(q, identity, tuple(problems) if problems else _NO_PROBLEMS,
+                  _settings(header))
 
 
 def _parse_query(item: Any, node: Any, index: int, at: Callable[[Any], str],
@@ -403,7 +456,7 @@ def _doc_grades(value: Any, bad: Callable[[str, str], None]) -> dict[str, int]:
     return {}
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class _Identity:
     """What the cross-query checks need of a query (even one that failed its own checks)."""
 

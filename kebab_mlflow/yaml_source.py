@@ -12,10 +12,16 @@ a fraction of the memory). It follows the safe loader's own resolver and constru
 plain scalars, so the data are the same; anything it does not handle itself (anchors and
 aliases, explicit tags, merge keys, complex keys) falls back to PyYAML's full safe load, so
 the result never differs from ``yaml.safe_load``.
+
+A :class:`Stream` hands each item of one top-level sequence (a golden set's ``queries``) to a
+builder as soon as it is parsed, and keeps what the builder returns in its place: a file of a
+million queries then never holds all its items parsed (2 GB at 1M) beside their records.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
@@ -43,7 +49,20 @@ class Node:
         self.items = items
 
 
-def parse(raw: bytes, source: str, error: type[InputError], what: str) -> tuple[Any, Any]:
+@dataclass(frozen=True)
+class Stream:
+    """The items of the top-level mapping's sequence under ``key``, built as they are parsed:
+    ``start`` receives the top-level entries parsed before that key and returns the builder,
+    which maps an item's (data, line node) to what the data keep in the item's place. The
+    sequence's node then has no items. The fallback path (PyYAML's full load) streams
+    nothing, so a caller must accept plain items too."""
+
+    key: str
+    start: Callable[[dict[Any, Any]], Callable[[Any, Node], Any]]
+
+
+def parse(raw: bytes, source: str, error: type[InputError], what: str,
+          stream: Stream | None = None) -> tuple[Any, Any]:
     """(data, node tree) of a UTF-8 YAML document; undecodable bytes or bad YAML raise
     ``error`` with the location."""
     try:
@@ -53,7 +72,7 @@ def parse(raw: bytes, source: str, error: type[InputError], what: str) -> tuple[
                     [Problem(f"byte {exc.start}: {exc.reason}", source)]) from None
     try:
         try:
-            composer = _Composer(text)
+            composer = _Composer(text, stream)
             data, node = composer.document()
             duplicates = composer.duplicates
         except YamlFallback:
@@ -115,7 +134,8 @@ def location(source: str, node: Any) -> str:
 class _Composer:
     """Data and line tree from libyaml's event stream, in one pass."""
 
-    def __init__(self, text: str):
+    def __init__(self, text: str, stream: Stream | None = None):
+        self.stream = stream
         self.loader = SAFE_LOADER(text)
         # the loader's own get_event: yaml.parse's generator makes a second call per event
         self.next_event = self.loader.get_event
@@ -134,7 +154,12 @@ class _Composer:
         event = self.next_event()
         if isinstance(event, yaml.StreamEndEvent):
             return None, None
-        data, node = self.value(self._content(self.next_event()))
+        event = self._content(self.next_event())
+        if self.stream is not None and type(event) is yaml.MappingStartEvent:
+            self._check_tag(event)
+            data, node = self.mapping(event.start_mark.line, self.stream)
+        else:
+            data, node = self.value(event)
         self.next_event()  # DocumentEnd
         event = self.next_event()
         if not isinstance(event, yaml.StreamEndEvent):
@@ -153,11 +178,25 @@ class _Composer:
         kind = type(event)
         if kind is _SCALAR:
             return self.scalar(event), Node(event.start_mark.line)
-        if event.tag is not None and not event.implicit:
-            raise YamlFallback
+        self._check_tag(event)
         if kind is _SEQUENCE:
             return self.sequence(event.start_mark.line)
         return self.mapping(event.start_mark.line)
+
+    @staticmethod
+    def _check_tag(event: Any) -> None:
+        if event.tag is not None and not event.implicit:
+            raise YamlFallback
+
+    def built_sequence(self, event: Any, build: Callable[[Any, Node], Any]
+                       ) -> tuple[list[Any], Node]:
+        """A streamed sequence: each item as ``build`` returns it, the node without items."""
+        self._check_tag(event)
+        data: list[Any] = []
+        next_event, content, value = self.next_event, self._content, self.value
+        while type(item := content(next_event())) is not _SEQUENCE_END:
+            data.append(build(*value(item)))
+        return data, Node(event.start_mark.line, items=[])
 
     def sequence(self, line: int) -> tuple[list[Any], Node]:
         data: list[Any] = []
@@ -169,7 +208,7 @@ class _Composer:
             nodes.append(item_node)
         return data, Node(line, items=nodes)
 
-    def mapping(self, line: int) -> tuple[dict[Any, Any], Node]:
+    def mapping(self, line: int, stream: Stream | None = None) -> tuple[dict[Any, Any], Node]:
         # A repeated key is recorded (parse refuses the file); the last value wins, as in
         # yaml.safe_load.
         data: dict[Any, Any] = {}
@@ -185,7 +224,11 @@ class _Composer:
                 self.duplicates.append((event.value, key_lines[event.value], key_line))
             else:
                 key_lines[event.value] = key_line
-            data[key], keys[event.value] = value(content(next_event()))
+            item = content(next_event())
+            if stream is not None and key == stream.key and type(item) is _SEQUENCE:
+                data[key], keys[event.value] = self.built_sequence(item, stream.start(data))
+            else:
+                data[key], keys[event.value] = value(item)
         return data, Node(line, keys=keys)
 
     def scalar(self, event: Any) -> Any:
