@@ -325,3 +325,25 @@ def test_a_file_already_in_trec_order_is_not_sorted_again_and_reads_the_same(tmp
     assert sorts[0] is None and sorts[1] is not None  # ordered: no sort; shuffled: sorted
     for q in loaded.query_ids:
         assert again.hits(q, 1000) == loaded.hits(q, 1000)
+
+
+def test_a_run_file_of_many_read_blocks_is_coded_as_the_line_reader_codes_it(tmp_path):
+    """pyarrow reads a file past its 8 MiB block in pieces, each with its own dictionary of
+    ids (unified column by column as the table is let go, targets/run.py): the hits must be
+    what the plain line reader gives, ties and all."""
+    from kebab_mlflow.targets.run import RankedRun, _read_trec_arrow, _read_trec_lines
+
+    rng = np.random.default_rng(5)
+    n = 400_000  # ~10.5 MiB: two blocks at least
+    queries = np.sort(rng.integers(0, 3_000, n))
+    docs = rng.integers(0, 50_000, n)
+    scores = np.round(rng.random(n), 2)  # many ties: trec_eval's doc-id order decides
+    path = tmp_path / "big.trec"
+    path.write_text("".join(f"q{q} Q0 d{d} 0 {s} tag\n" for q, d, s in zip(
+        queries.tolist(), docs.tolist(), scores.tolist(), strict=True)))
+    assert path.stat().st_size > 1 << 23
+    arrow = RankedRun(_read_trec_arrow(path, False, path.read_bytes()[:4096]))
+    plain = RankedRun(_read_trec_lines(path, False))
+    assert sorted(arrow.query_ids) == sorted(plain.query_ids)
+    for qid in plain.query_ids:
+        assert arrow.hits(qid, 1000) == plain.hits(qid, 1000)
