@@ -281,6 +281,26 @@ def test_tampered_per_query_is_refused(store, tmp_path):
     assert "tampered with or truncated" in out
 
 
+def test_a_local_artifact_store_is_read_in_place_and_a_remote_one_downloaded(store,
+                                                                           monkeypatch):
+    """Two 1M-query per_query.jsonl are 17 GB: compare reads a local store's files where they
+    are; a store it cannot read in place (a server's proxied artifacts) is downloaded."""
+    from kebab_mlflow.tracking.store import Tracker
+
+    expected, _ = _compare(store, "base", "same", "--no-log", "--format", "json")
+    downloads = []
+    real_download = Tracker.download_artifact
+    monkeypatch.setattr(Tracker, "download_artifact",
+                        lambda self, *a: downloads.append(a) or real_download(self, *a))
+    res, out = _compare(store, "base", "same", "--no-log", "--format", "json")
+    assert res.exit_code == 0 and downloads == []
+    assert _json(out) == _json(expected.output)
+    monkeypatch.setattr(Tracker, "_local_artifact", lambda self, run_id, path: None)
+    res, out = _compare(store, "base", "same", "--no-log", "--format", "json")
+    assert res.exit_code == 0 and [a[1] for a in downloads] == ["per_query.jsonl"] * 2
+    assert _json(out) == _json(expected.output)
+
+
 @pytest.mark.parametrize("args, message", [
     (["--gate", "hit_at_50", "--gate", "mrr"],
      "--gate: unknown gated metric 'hit_at_50' (not in the per-query scores of both runs); "

@@ -1,10 +1,12 @@
 """Load both sides of a comparison through the tracking layer: run records and per_query.jsonl.
 
 Each side's ``per_query.jsonl`` is read compact (:func:`~kebab_mlflow.evaluation.per_query.
-read_compact`: scores, first relevant ranks and flags, never the hit lists), and the download
-stays in its temporary folder while the side lives, so that what needs whole rows (the pull
-request comment's worst queries, ``--rescore``, the bounds for unjudged hits) reads them again
-by byte offset. The folder is removed when the side is garbage-collected or at exit.
+read_compact`: scores, first relevant ranks and flags, never the hit lists), and the file
+stays while the side lives, so that what needs whole rows (the pull request comment's worst
+queries, ``--rescore``, the bounds for unjudged hits) reads them again by byte offset. A local
+artifact store's file is read in place (``Tracker.artifact_file``: a finished run's artifacts
+do not change); any other is downloaded into a temporary folder, removed when the side is
+garbage-collected or at exit.
 """
 
 from __future__ import annotations
@@ -87,7 +89,7 @@ def _artifact_name(r: RunRecord) -> str:
 
 
 def _side(tracker: Tracker, r: RunRecord, folder: _TempFolder, role: str) -> RunSide:
-    path = tracker.download_artifact(r.run_id, "per_query.jsonl", folder.path / role.strip("-"))
+    path = tracker.artifact_file(r.run_id, "per_query.jsonl", folder.path / role.strip("-"))
     digest = file_digest(path)
     # a file that fails its digest is not parsed: compare_runs reports the mismatch
     intact = digest == r.tags.get(vocab.PER_QUERY_SHA256)

@@ -599,6 +599,27 @@ class Tracker:
                                         order_by=["attributes.start_time DESC"])
         return [_record(r) for r in found]
 
+    def artifact_file(self, run_id: str, path: str, dst: Path) -> Path:
+        """A file artifact to read: in place when the run's artifacts are a local folder (a
+        finished run's artifacts do not change; two 1M-query ``per_query.jsonl`` are 17 GB
+        not to copy), else downloaded into ``dst`` (:meth:`download_artifact`)."""
+        local = self._local_artifact(run_id, path)
+        return local if local is not None else self.download_artifact(run_id, path, dst)
+
+    def _local_artifact(self, run_id: str, path: str) -> Path | None:
+        from urllib.parse import unquote, urlparse
+
+        try:
+            uri = self.client.get_run(run_id).info.artifact_uri
+        except MlflowException:
+            return None
+        parsed = urlparse(uri)
+        if parsed.scheme not in ("", "file") or parsed.netloc not in ("", "localhost"):
+            return None  # a server's proxied or a remote artifact store: download
+        root = Path(unquote(parsed.path)).resolve()
+        found = (root / path).resolve()
+        return found if found.is_relative_to(root) and found.is_file() else None
+
     def download_artifact(self, run_id: str, path: str, dst: Path) -> Path:
         dst.mkdir(parents=True, exist_ok=True)
         try:
