@@ -233,13 +233,13 @@ class _QueryBuilder:
     beside the records (a 1M-query set: 2 GB)."""
 
     def __init__(self, top: dict[Any, Any], source: str):
-        self.header = _header(top, None, source, lambda node: location(source, node), [])[0]
-        self.source, self.count = source, 0
+        self.at: Callable[[Any], str] = lambda node: location(source, node)
+        self.header = _header(top, None, source, self.at, [])[0]  # its problems: _build's
+        self.count = 0
 
     def __call__(self, item: Any, node: Any) -> _Built:
         self.count += 1
-        return _built(item, node, self.count - 1, self.header,
-                      lambda node: location(self.source, node))
+        return _built(item, node, self.count - 1, self.header, self.at)
 
 
 def _settings(header: _Header) -> tuple[tuple[str, ...], bool]:

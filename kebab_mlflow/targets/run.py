@@ -290,7 +290,8 @@ def _read_trec_arrow(path: Path, gzipped: bool, first: bytes) -> RunColumns:
     except (pa.ArrowInvalid, pa.ArrowTypeError, OSError):  # OSError: a truncated .gz
         raise ArrowUnusable from None
     # Each column leaves the table as it is converted, so the table's blocks, one unified
-    # copy and one combined copy of a column never coexist (1M queries: ~1.6 GB less).
+    # copy and one combined copy of a column never coexist (a 100k-query file read and coded:
+    # 682 -> 497 MiB peak).
     columns = {name: table.column(name) for name in ("qid", "docid", "score")}
     del table
     if columns["qid"].null_count or columns["docid"].null_count:
