@@ -1,7 +1,8 @@
 """``kebab-mlflow rescore RUN --golden NEW.yaml``: a stored run under another golden version.
 
-The source run's ``per_query.jsonl`` is downloaded, checked against its recorded sha256 and
-replayed through the query loop (evaluation/rescore.py); the result is logged as a derived run
+The source run's ``per_query.jsonl`` (read in place from a local store, else downloaded) is
+checked against its recorded sha256 and replayed a batch at a time through the query loop
+(evaluation/rescore.py, evaluation/replay.py); the result is logged as a derived run
 in the source run's experiment: the same metric names and params, tags ``kebab.kind =
 rescore``, ``kebab.rescored_from`` (the source run id) and the new golden digest, linked to the
 same LoggedModel (one per version snapshot, tracking/layout.py).
@@ -9,8 +10,10 @@ same LoggedModel (one per version snapshot, tracking/layout.py).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,6 +21,7 @@ from typing import TYPE_CHECKING
 from kebab_mlflow import vocabulary as vocab
 from kebab_mlflow.errors import InputError, Problem, TrackingError
 from kebab_mlflow.evaluation.per_query import read_per_query
+from kebab_mlflow.evaluation.replay import FileRecording
 from kebab_mlflow.evaluation.rescore import RecordedRun, Rescored, rescore
 from kebab_mlflow.files import file_digest
 from kebab_mlflow.golden import GoldenSet, version_label
@@ -37,8 +41,34 @@ class LoggedRescore:
 
 
 def load_recorded(tracker: Tracker, experiment: str, ref: str) -> tuple[RunRecord, RecordedRun]:
-    """The run ``ref`` and its rows, refused unless it is a FINISHED eval (or rescore) run
-    whose ``per_query.jsonl`` matches its recorded digest."""
+    """The run ``ref`` and its rows, held whole, refused unless it is a FINISHED eval (or
+    rescore) run whose ``per_query.jsonl`` matches its recorded digest."""
+    run = _rescorable(tracker, experiment, ref)
+    with tempfile.TemporaryDirectory(prefix="kebab-rescore-") as tmp:
+        path = _checked_per_query(tracker, run, Path(tmp))
+        rows = tuple(read_per_query(path))
+        load_ms = _recorded_load_ms(tracker, run.run_id, Path(tmp))
+    return run, RecordedRun(run_id=run.run_id, rows=rows, params=dict(run.params),
+                            tags=dict(run.tags), load_ms=load_ms)
+
+
+@contextlib.contextmanager
+def recorded_file(tracker: Tracker, experiment: str, ref: str
+                  ) -> Iterator[tuple[RunRecord, RecordedRun]]:
+    """:func:`load_recorded`, its ``per_query.jsonl`` read a batch at a time as the rescore
+    replays it (evaluation/replay.py: a million queries of 100 hits are ~40 GB as rows): read
+    in place from a local store, else from a download kept until the block ends."""
+    run = _rescorable(tracker, experiment, ref)
+    with tempfile.TemporaryDirectory(prefix="kebab-rescore-") as tmp:
+        path = _checked_per_query(tracker, run, Path(tmp))
+        recording = FileRecording.read(path, f"run {run.run_id}'s per_query.jsonl")
+        yield run, RecordedRun(run_id=run.run_id, file=recording, params=dict(run.params),
+                               tags=dict(run.tags),
+                               load_ms=_recorded_load_ms(tracker, run.run_id, Path(tmp)))
+
+
+def _rescorable(tracker: Tracker, experiment: str, ref: str) -> RunRecord:
+    """The run ``ref``, refused unless it is a FINISHED eval (or rescore) run."""
     from kebab_mlflow.tracking.references import resolve_run
 
     run = resolve_run(tracker, experiment, ref)
@@ -51,15 +81,17 @@ def load_recorded(tracker: Tracker, experiment: str, ref: str) -> tuple[RunRecor
                                 f"{run.tags.get('kebab.kind', 'non-kebab')} run, not an eval"))
     if problems:
         raise InputError(f"cannot rescore {ref}", problems)
-    with tempfile.TemporaryDirectory(prefix="kebab-rescore-") as tmp:
-        path = tracker.download_artifact(run.run_id, "per_query.jsonl", Path(tmp))
-        if file_digest(path) != run.tags.get(vocab.PER_QUERY_SHA256):
-            raise InputError(f"run {run.run_id}'s per_query.jsonl does not match its "
-                             "kebab.per_query_sha256 tag: it cannot be replayed")
-        rows = tuple(read_per_query(path))
-        load_ms = _recorded_load_ms(tracker, run.run_id, Path(tmp))
-    return run, RecordedRun(run_id=run.run_id, rows=rows, params=dict(run.params),
-                            tags=dict(run.tags), load_ms=load_ms)
+    return run
+
+
+def _checked_per_query(tracker: Tracker, run: RunRecord, folder: Path) -> Path:
+    """The run's ``per_query.jsonl`` (in place, or downloaded into ``folder``), refused
+    unless it matches its recorded digest."""
+    path = tracker.artifact_file(run.run_id, "per_query.jsonl", folder)
+    if file_digest(path) != run.tags.get(vocab.PER_QUERY_SHA256):
+        raise InputError(f"run {run.run_id}'s per_query.jsonl does not match its "
+                         "kebab.per_query_sha256 tag: it cannot be replayed")
+    return path
 
 
 def _recorded_load_ms(tracker: Tracker, run_id: str, folder: Path) -> float | None:
@@ -81,8 +113,8 @@ def rescore_run(tracker: Tracker, experiment: str, ref: str, golden: GoldenSet, 
     """Rescore the stored run ``ref`` under ``golden`` and log the derived run."""
     from kebab_mlflow.app.run import log_run
 
-    run, recorded = load_recorded(tracker, experiment, ref)
-    rescored = rescore(recorded, golden, intersect=intersect)
+    with recorded_file(tracker, experiment, ref) as (run, recorded):
+        rescored = rescore(recorded, golden, intersect=intersect)
     run_experiment = tracker.experiment_name(run.experiment_id) or experiment
     tags = {vocab.KIND: vocab.RunKind.RESCORE, vocab.RESCORED_FROM: run.run_id,
             vocab.RESCORED_FROM_GOLDEN_SHA256: run.tags.get(vocab.GOLDEN_SHA256, "unknown")}

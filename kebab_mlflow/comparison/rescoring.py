@@ -10,6 +10,8 @@ from pathlib import Path
 from kebab_mlflow.comparison.loading import kept_compact
 from kebab_mlflow.comparison.records import RunSide
 from kebab_mlflow.errors import InputError, Problem
+from kebab_mlflow.evaluation.per_query import CompactRow
+from kebab_mlflow.evaluation.replay import FileRecording
 from kebab_mlflow.evaluation.rescore import RecordedRun, rescore
 from kebab_mlflow.golden import GoldenSet, load_golden_set, version_label
 
@@ -37,10 +39,7 @@ def candidate_golden(candidate: RunSide, path: str | Path | None = None) -> Gold
 def rescored_baseline(baseline: RunSide, golden: GoldenSet) -> RunSide:
     """``baseline`` as if it had been scored on ``golden``: its recorded hits and answers
     rescored; the same run id and name (marked), the new digests."""
-    recorded = RecordedRun(run_id=baseline.run_id, rows=tuple(baseline.full_rows()),
-                           params=baseline.params, tags=baseline.tags)
-    result = rescore(recorded, golden, quiet=True).result
-    del recorded  # the whole rows: only the compact ones of the result are kept
+    result = rescore(_recorded(baseline), golden, quiet=True).result
     rows, source = kept_compact(result.per_query_path, f"run {baseline.run_id} rescored")
     tags = {**baseline.tags, "kebab.golden_sha256": golden.digest,
             "kebab.per_query_sha256": result.per_query_sha256,
@@ -50,6 +49,18 @@ def rescored_baseline(baseline: RunSide, golden: GoldenSet) -> RunSide:
     return replace(baseline, name=f"{baseline.name} (rescored on {label})", params=params,
                    tags=tags, rows=rows,
                    per_query_sha256=result.per_query_sha256, source=source)
+
+
+def _recorded(side: RunSide) -> RecordedRun:
+    """The side as a rescore's source: its file read a batch at a time where its rows were
+    read compact from one (evaluation/replay.py), else its whole rows."""
+    compact = [r for r in side.rows if isinstance(r, CompactRow)]
+    if side.source is not None and len(compact) == len(side.rows):
+        recording = FileRecording.of_compact(side.source.path, side.source.shown_as, compact)
+        return RecordedRun(run_id=side.run_id, file=recording, params=side.params,
+                           tags=side.tags)
+    return RecordedRun(run_id=side.run_id, rows=tuple(side.full_rows()), params=side.params,
+                       tags=side.tags)
 
 
 def with_rescored_baseline(baseline: RunSide, candidate: RunSide,

@@ -36,8 +36,12 @@ UNKNOWN = -3  # the code of a judged id the run never returns: it matches no hit
 def coded_hits(pipeline: Any, batch: Sequence[GoldenQuery],
                depth: int) -> tuple[np.ndarray, np.ndarray] | None:
     """(codes, scores) of the batch, None when a query lists a doc twice (the Hit path then
-    reports it)."""
-    codes, scores = pipeline.coded([q.id for q in batch], depth)
+    reports it) or the target cannot hand this batch over as codes (a replayed line with an
+    answer: evaluation/replay.py)."""
+    coded = pipeline.coded([q.id for q in batch], depth)
+    if coded is None:
+        return None
+    codes, scores = coded
     ordered = np.sort(codes, axis=1)
     if ((ordered[:, 1:] == ordered[:, :-1]) & (ordered[:, 1:] >= 0)).any():
         return None
@@ -106,12 +110,14 @@ def coded_line(query: GoldenQuery, result: QueryResult, hits: str,
 
 def score_coded_batch(pipeline: Any, batch: Sequence[GoldenQuery],
                       coded: tuple[np.ndarray, np.ndarray], depth: int, cutoffs: Sequence[int],
-                      private: bool, seconds: float, bounded: bool = False
+                      private: bool, seconds: float, bounded: bool = False,
+                      recorded: Sequence[QueryResult] | None = None
                       ) -> tuple[dict[str, np.ndarray], list[str], list[float],
                                  dict[str, np.ndarray]]:
     """(scores, lines, latencies in ms, bounds for unjudged hits when ``bounded``, else {})
     of one batch from its codes; ``seconds``: the time taken to look its hits up, shared by
-    its queries."""
+    its queries, unless ``recorded`` gives each query's hit-less result (its times as a
+    replayed run recorded them)."""
     codes, hit_scores = coded
     tables, judged = coded_tables(batch, codes, pipeline.doc_code, depth)
     scores = table_scores(tables, judged, depth, cutoffs)
@@ -122,19 +128,21 @@ def score_coded_batch(pipeline: Any, batch: Sequence[GoldenQuery],
     scores["error_rate"] = np.zeros(len(batch))
     ranks = first_relevant_ranks(tables)
     latency_ms = seconds * 1000.0 / max(len(batch), 1)
+    results = recorded or [QueryResult(query_id=q.id, hits=(), answer=None,
+                                       latency_ms=latency_ms) for q in batch]
     doc_json = pipeline.doc_json
     rows = zip(codes.tolist(), hit_scores.tolist(), lengths.tolist(), strict=True)
     names = list(scores)
     columns = [scores[name].tolist() for name in names]
     level_ranks = {level: v.tolist() for level, v in ranks.items()}
     lines: list[str] = []
-    for i, (q, (row, row_scores, n)) in enumerate(zip(batch, rows, strict=True)):
-        result = QueryResult(query_id=q.id, hits=(), answer=None, latency_ms=latency_ms)
+    for i, (q, result, (row, row_scores, n)) in enumerate(zip(batch, results, rows,
+                                                             strict=True)):
         lines.append(coded_line(q, result, hits_json(row[:n], row_scores[:n], doc_json),
                                 {name: column[i] for name, column in zip(names, columns,
                                                                           strict=True)},
                                 private, {level: v[i] for level, v in level_ranks.items()}))
-    return scores, lines, [latency_ms] * len(batch), bound
+    return scores, lines, [r.latency_ms for r in results], bound
 
 
 def timed_coded_hits(pipeline: Any, batch: Sequence[GoldenQuery], depth: int

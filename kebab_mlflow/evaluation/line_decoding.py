@@ -84,7 +84,23 @@ class CodedFields(msgspec.Struct):
         return all(h.chunk_id == h.doc_id for h in self.hits) and len(set(docs)) == len(docs)
 
 
+class ReplayFields(CodedFields):
+    """What a rescore replaying a file by codes reads of a line already checked
+    (evaluation/replay.py): :class:`CodedFields` and the times the line recorded."""
+
+    latency_ms: float = 0.0
+    stage_ms: dict[str, int | float] | None = None  # as json.loads reads them
+    truncated_hits: int = 0
+
+    @property
+    def replayable(self) -> bool:
+        """:attr:`plain`, and every hit score a float: a code matrix of float64 scores writes
+        them back as they are (an int score would come back as a float)."""
+        return self.plain and all(type(h.score) is float for h in self.hits)
+
+
 LINE = msgspec.json.Decoder(Line)
 CODED = msgspec.json.Decoder(CodedFields)
+REPLAY = msgspec.json.Decoder(ReplayFields)
 #: what a struct refuses: the line is then read by the checked path
 REFUSED = (msgspec.ValidationError, msgspec.DecodeError)

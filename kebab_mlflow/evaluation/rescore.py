@@ -1,7 +1,7 @@
 """Rescore a recorded run under another golden version, in memory: no pipeline, no MLflow.
 
 A run's ``per_query.jsonl`` holds every query's hits and answer as the pipeline returned them.
-:class:`ReplayTarget` hands those back to the ordinary query loop (evaluation/runner.py) as if
+:mod:`evaluation.replay` hands those back to the ordinary query loop (evaluation/runner.py) as if
 the pipeline answered again, so the scores, the aggregate and the ``per_query.jsonl`` bytes come
 from the same code as a fresh run: under the run's own golden set they are the recorded ones
 exactly; under an edited set they are what a fresh run of the same pipeline would give.
@@ -24,9 +24,10 @@ from kebab_mlflow import vocabulary as vocab
 from kebab_mlflow.errors import InputError, Problem
 from kebab_mlflow.evaluation.evaluate import EvalResult, PipelineSource, evaluate_prepared, with_ask
 from kebab_mlflow.evaluation.per_query import PerQueryRow
-from kebab_mlflow.golden import GoldenQuery, GoldenSet
+from kebab_mlflow.evaluation.replay import FileRecording, Recording, RowRecording, replay_target
+from kebab_mlflow.golden import GoldenSet
 from kebab_mlflow.metrics.scoring import parse_cutoffs, run_cutoffs
-from kebab_mlflow.records import VERSION_KEYS, QueryResult, VersionSnapshot
+from kebab_mlflow.records import VERSION_KEYS, VersionSnapshot
 
 # params an EvalResult writes itself (EvalResult.params); the rest describe the pipeline
 _RESULT_PARAMS = frozenset({*VERSION_KEYS, "k", "cutoffs", "golden_set", "n_queries", "seed",
@@ -36,14 +37,19 @@ MAX_LISTED = 10  # query ids listed in a message
 
 @dataclass(frozen=True, kw_only=True)
 class RecordedRun:
-    """What a rescore needs of its source run: its rows, params and tags (from a store, or
-    an in-memory result)."""
+    """What a rescore needs of its source run: its rows (held whole: an in-memory result) or
+    its ``per_query.jsonl`` read a batch at a time (``file``: a stored run), params and
+    tags."""
 
     run_id: str
-    rows: tuple[PerQueryRow, ...]
+    rows: tuple[PerQueryRow, ...] = ()
     params: Mapping[str, str]
     tags: Mapping[str, str] = field(default_factory=dict)
     load_ms: float | None = None  # its pipeline's one-time load (latency/load_ms), kept as is
+    file: FileRecording | None = None
+
+    def recording(self) -> Recording:
+        return self.file if self.file is not None else RowRecording(self.rows)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -71,30 +77,6 @@ class RecordedSource(PipelineSource):
         return self.recorded_config_digest or super().config_digest()
 
 
-class ReplayTarget:
-    """A target that answers every query with the hits and answer its source run recorded."""
-
-    def __init__(self, rows: Sequence[PerQueryRow], versions: VersionSnapshot, answers: bool,
-                 load_ms: float | None = None):
-        self._rows = {row.id: row for row in rows}
-        self.versions = versions
-        self.answers = answers  # the source scored answers (a search-only target did not)
-        # nothing is loaded again: the source's load time is what the run reports
-        # (evaluation/runner.py's warm_up reads it instead of timing one)
-        self.recorded_load_ms = load_ms
-
-    def replay(self, queries: Sequence[GoldenQuery], depth: int) -> list[QueryResult]:
-        return [_result(self._rows[q.id], depth) for q in queries]
-
-
-def _result(row: PerQueryRow, depth: int) -> QueryResult:
-    stages = row.stage_ms or {}  # replayed as recorded (absent in older files: none)
-    return QueryResult(query_id=row.id, hits=row.hits[:depth], answer=row.answer,
-                       latency_ms=row.latency_ms, error=row.error,
-                       truncated_hits=row.truncated_hits, search_ms=stages.get("search"),
-                       answer_ms=stages.get("answer"))
-
-
 def rescore(run: RecordedRun, golden: GoldenSet, *, intersect: bool = False,
             per_query_path: Path | None = None, quiet: bool = False) -> Rescored:
     """Score ``run``'s recorded hits and answers against ``golden``. A golden query the run
@@ -119,7 +101,8 @@ def _quiet() -> Iterator[None]:
 
 def _rescore(run: RecordedRun, golden: GoldenSet, intersect: bool,
              per_query_path: Path | None) -> Rescored:
-    seen = {row.id for row in run.rows}
+    recording = run.recording()
+    seen = set(recording.ids)
     unseen = tuple(q.id for q in golden.queries if q.id not in seen)
     if unseen and not intersect:
         raise InputError(f"the golden set {golden.path or golden.name} has {len(unseen)} "
@@ -131,17 +114,16 @@ def _rescore(run: RecordedRun, golden: GoldenSet, intersect: bool,
     kept = {q.id for q in wanted.queries}
     ask = ask_override(run.params.get("ask"))
     wanted = with_ask(wanted, ask)
-    _check_private_answers(run, wanted)
+    _check_private_answers(run, recording, wanted)
     k = int(run.params.get("k", "10"))
     cutoffs = rescore_cutoffs(run.params)
-    rows = [row for row in run.rows if row.id in kept]
-    target = ReplayTarget(rows, _versions(run.params), answers=_scored_answers(run.rows),
-                          load_ms=run.load_ms)
+    target = replay_target(recording, _versions(run.params), answers=recording.scored_answers,
+                           load_ms=run.load_ms)
     result = evaluate_prepared(target, recorded_source(run), wanted, k, cutoffs,
                                seed=int(run.params.get("seed", "0")),
                                per_query_path=per_query_path, ask=ask)
     return Rescored(result=result, source_run_id=run.run_id, dropped_new=unseen,
-                    dropped_old=tuple(row.id for row in run.rows if row.id not in kept))
+                    dropped_old=tuple(i for i in recording.ids if i not in kept))
 
 
 def recorded_source(run: RecordedRun) -> RecordedSource:
@@ -169,20 +151,14 @@ def _versions(params: Mapping[str, str]) -> VersionSnapshot:
     return VersionSnapshot(**{k: params[k] for k in VERSION_KEYS if k in params})
 
 
-def _scored_answers(rows: Sequence[PerQueryRow]) -> bool:
-    """Whether the source run scored answers (a search-only target's rows have none)."""
-    return any("contains_all" in row.scores for row in rows)
-
-
-def _check_private_answers(run: RecordedRun, golden: GoldenSet) -> None:
+def _check_private_answers(run: RecordedRun, recording: Recording, golden: GoldenSet) -> None:
     """A private run's answers were recorded without their text: answer checks cannot be
     scored again, so a query that asks and checks its answer is refused, not scored 0 (every
     answer of such a run was written without text, read back as ``""``: per_query.py)."""
     if run.tags.get(vocab.PRIVATE) != "true":
         return
-    answers = {row.id: row.answer for row in run.rows}
     blind = tuple(q.id for q in golden.queries if q.ask and (q.must_contain or q.forbidden)
-                  and answers[q.id] is not None)
+                  and recording.answered(q.id))
     if blind:
         raise InputError("cannot rescore answer checks of a private run", [Problem(
             f"run {run.run_id} recorded no answer text (private set) for {len(blind)} "
