@@ -74,6 +74,7 @@ from kebab_mlflow.tracking.traces import (
 from kebab_mlflow.vocabulary import RunStatus
 
 if TYPE_CHECKING:  # the store loads once the inputs are checked
+    from kebab_mlflow.evaluation.plots import PlotProcess
     from kebab_mlflow.tracking.store import Tracker
 
 
@@ -106,6 +107,9 @@ class RunOptions:
     log_breakdowns: bool = False
     traces: str = "none"  # none | failures | all
     repeat: int = 1  # --repeat: every query N times (evaluation/repeats.py)
+    # draw the plots in a second process started with the run (evaluation/plots.py): the CLI's
+    # one run; off for sweeps and tuning, whose workers keep both cores busy already
+    plots_aside: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -201,6 +205,14 @@ def execute(options: RunOptions, *,
             on_status: Callable[[str], None] = lambda s: None) -> RunResult:
     """``kebab-mlflow run``: prepare, start the MLflow run, :func:`evaluate` into its work
     folder, publish. Ctrl-C/SIGTERM ends the run KILLED."""
+    from kebab_mlflow.evaluation.plots import plot_process
+
+    with plot_process(options.plots_aside) as plotter:
+        return _execute(options, on_status, plotter)
+
+
+def _execute(options: RunOptions, on_status: Callable[[str], None],
+             plotter: PlotProcess | None) -> RunResult:
     importing = _import_store_meanwhile(options.tracking_uri)
     try:
         prepared = prepare(options, on_status)
@@ -240,7 +252,8 @@ def execute(options: RunOptions, *,
         title = options.run_name or f"{prepared.source.preset} on {prepared.golden.name}"
         publishing = Publishing(options.log_breakdowns, options.traces,
                                 chunk_texts(prepared.pipeline, options.traces))
-        timings = finish_run(tracker, run_id, experiment_id, result, workdir, title, publishing)
+        timings = finish_run(tracker, run_id, experiment_id, result, workdir, title, publishing,
+                             plotter)
     timings.update(mlflow_import_s=t_import - t_open, mlflow_store_open_s=open_s)
     timings["mlflow_logging_s"] += mlflow_s
     return RunResult(run_id=run_id, experiment_id=experiment_id, status=RunStatus.FINISHED,
@@ -332,15 +345,16 @@ class Publishing:
 
 
 def finish_run(tracker: Tracker, run_id: str, experiment_id: str, result: EvalResult,
-               workdir: Path, title: str,
-               publishing: Publishing = Publishing()) -> dict[str, float]:
+               workdir: Path, title: str, publishing: Publishing = Publishing(),
+               plotter: PlotProcess | None = None) -> dict[str, float]:
     """Write the outputs and the manifest into the work folder, publish it, end the run; keep
-    the folder for ``kebab-mlflow upload`` if the store is lost on the way."""
+    the folder for ``kebab-mlflow upload`` if the store is lost on the way. ``plotter``: the
+    plots are drawn there (evaluation/plots.py) while the rest is written."""
     from kebab_mlflow.tracking.store import describe_uri
 
     t_out = time.perf_counter()
     params = result.params()
-    write_outputs(workdir, title, params, result.aggregate)
+    write_outputs(workdir, title, params, result.aggregate, plotter)
     traced = write_traces(workdir / TRACES, result, publishing)
     outputs_s = time.perf_counter() - t_out
     checkpoint("outputs-written")
@@ -362,6 +376,8 @@ def finish_run(tracker: Tracker, run_id: str, experiment_id: str, result: EvalRe
         "model": pipeline_model(result),
         "traces": traced,
     }
+    if plotter is not None:
+        plotter.finish()  # the PNGs are in the folder before the manifest says it is whole
     (workdir / MANIFEST).write_text(json.dumps(manifest, indent=1))
     checkpoint("manifest-written")
     t_log = time.perf_counter()
@@ -406,16 +422,26 @@ def gist(text: str, limit: int = GIST_CHARS) -> str:
 
 
 def write_outputs(workdir: Path, title: str, params: Mapping[str, Any],
-                  aggregate: Aggregate) -> None:
+                  aggregate: Aggregate, plotter: PlotProcess | None = None) -> None:
+    """aggregate.json, report.md and the plots: drawn here, or queued on ``plotter`` (whose
+    ``finish`` the caller awaits)."""
     from kebab_mlflow.evaluation import plots
 
     (workdir / "aggregate.json").write_text(aggregate.to_json())
     (workdir / "report.md").write_text(run_report(title, params, aggregate))
-    plots.metric_vs_k(aggregate.overall, workdir / "metric_vs_k.png", title)
-    bins = aggregate.reliability_bins
-    if bins:
-        plots.reliability_diagram(bins, workdir / "reliability_diagram.png",
-                                  f"{title}: confidence vs accuracy")
+    jobs: list[tuple[str, dict[str, Any]]] = [("metric_vs_k", {
+        "overall": dict(aggregate.overall), "path": str(workdir / "metric_vs_k.png"),
+        "title": title})]
+    if aggregate.reliability_bins:
+        jobs.append(("reliability_diagram", {
+            "bins": [list(b) for b in aggregate.reliability_bins],
+            "path": str(workdir / "reliability_diagram.png"),
+            "title": f"{title}: confidence vs accuracy"}))
+    for kind, args in jobs:
+        if plotter is not None:
+            plotter.draw(kind, **args)
+        else:
+            plots.draw(kind, args)
 
 
 def publish(tracker: Tracker, workdir: Path) -> None:

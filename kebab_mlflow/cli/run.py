@@ -97,7 +97,8 @@ def run(
                          tracking_uri=tracking_uri, run_name=run_name, seed=seed,
                          fail_fast=fail_fast, target=target, concurrency=concurrency,
                          cutoffs=None if cutoffs is None else tuple(parse_cutoffs(cutoffs)),
-                         ask=ask, log_breakdowns=log_breakdowns, traces=traces, repeat=repeat)
+                         ask=ask, log_breakdowns=log_breakdowns, traces=traces, repeat=repeat,
+                         plots_aside=True)
     _report(execute(options, on_status=lambda s: err.print(f"… {s}", highlight=False)),
             as_json, experiment)
 
