@@ -13,6 +13,7 @@ Measured: docs/performance.md ("msgspec decoding, lean bound lines, blocked MDE 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -76,12 +77,17 @@ class CodedFields(msgspec.Struct):
     @property
     def plain(self) -> bool:
         """A line the rescore scores as a run file's: hits only, each a distinct document."""
+        return self.plain_with([h.doc_id for h in self.hits])
+
+    def plain_with(self, doc_ids: Sequence[str]) -> bool:
+        """:attr:`plain`, given the hits' doc ids (list comprehensions: twice as fast as a
+        generator per hit)."""
         if self.answer is not None or self.error is not None or self.evidence is not None \
                 or self.flip_rate is not None or self.repeats is not msgspec.UNSET \
                 or "contains_all" in self.scores:
             return False
-        docs = [h.doc_id for h in self.hits]
-        return all(h.chunk_id == h.doc_id for h in self.hits) and len(set(docs)) == len(docs)
+        return [h.chunk_id for h in self.hits] == list(doc_ids) \
+            and len(set(doc_ids)) == len(doc_ids)
 
 
 class ReplayFields(CodedFields):

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kebab_mlflow import vocabulary as vocab
-from kebab_mlflow.evaluation.coded import coded_tables
+from kebab_mlflow.evaluation.coded import code_rankings, coded_tables
 from kebab_mlflow.evaluation.evaluate import with_ask
 from kebab_mlflow.evaluation.per_query import CompactRow, PerQueryRow, record
 from kebab_mlflow.evaluation.rescore import ask_override, rescore_cutoffs
@@ -48,8 +48,8 @@ class CodedLine:
         line = CODED.decode(raw)
         top = tuple(Hit(chunk_id=h.chunk_id, doc_id=h.doc_id, score=h.score, rank=h.rank)
                     for h in line.hits[:1])
-        return cls(id=line.id, doc_ids=tuple(h.doc_id for h in line.hits), top=top,
-                   plain=line.plain)
+        doc_ids = tuple([h.doc_id for h in line.hits])
+        return cls(id=line.id, doc_ids=doc_ids, top=top, plain=line.plain_with(doc_ids))
 
 
 def coded_compact(lines: Sequence[CodedLine], golden: GoldenSet,
@@ -65,10 +65,7 @@ def coded_compact(lines: Sequence[CodedLine], golden: GoldenSet,
     queries = wanted.queries
     rows = [by_id[q.id] for q in queries]
     doc_code: dict[str, int] = {}
-    codes = np.full((len(rows), k), -1, dtype=np.int32)
-    for i, line in enumerate(rows):
-        ranked = [doc_code.setdefault(d, len(doc_code)) for d in line.doc_ids[:k]]
-        codes[i, :len(ranked)] = ranked
+    codes, _ = code_rankings([line.doc_ids for line in rows], k, doc_code)
     tables, judged = coded_tables(queries, codes, doc_code, k)
     scores = table_scores(tables, judged, k, rescore_cutoffs(params))
     scores["no_hit_rate"] = ((codes >= 0).sum(axis=1) == 0).astype(float)

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from kebab_mlflow.evaluation.coded import code_rankings
 from kebab_mlflow.evaluation.per_query import (
     CompactRow,
     PerQueryRow,
@@ -155,12 +156,11 @@ class CodedReplayTarget(ReplayTarget):
         lines = [REPLAY.decode(raw) for raw in self._file.lines(query_ids)]
         if not all(line.replayable for line in lines):
             return None
-        codes = np.full((len(lines), depth), -1, dtype=np.int64)
-        scores = np.zeros((len(lines), depth), dtype=np.float64)
-        for i, line in enumerate(lines):
-            hits = line.hits[:depth]
-            codes[i, :len(hits)] = [self._code(h.doc_id) for h in hits]
-            scores[i, :len(hits)] = [h.score for h in hits]
+        codes, new = code_rankings([[h.doc_id for h in line.hits] for line in lines], depth,
+                                   self.doc_code)
+        self.doc_json += [json.dumps(d, ensure_ascii=False) for d in new]
+        scores = np.zeros(codes.shape, dtype=np.float64)
+        scores[codes >= 0] = [h.score for line in lines for h in line.hits[:depth]]
         self._batch = lines
         return codes, scores
 
@@ -168,13 +168,6 @@ class CodedReplayTarget(ReplayTarget):
         """The hit-less results of the batch :meth:`coded` handed over last: the times and
         the truncated-hit count each line recorded."""
         return [_timed(q.id, line) for q, line in zip(queries, self._batch, strict=True)]
-
-    def _code(self, doc_id: str) -> int:
-        code = self.doc_code.get(doc_id)
-        if code is None:
-            code = self.doc_code[doc_id] = len(self.doc_json)
-            self.doc_json.append(json.dumps(doc_id, ensure_ascii=False))
-        return code
 
 
 def replay_target(recording: Recording, versions: VersionSnapshot, answers: bool,
