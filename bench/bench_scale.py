@@ -14,6 +14,7 @@ Three parts (fresh process each; peak RSS = the child's own ``ru_maxrss`` from `
     .venv/bin/python bench/bench_scale.py run-file [--sizes 100000,300000,1000000]
     .venv/bin/python bench/bench_scale.py pipeline [--sizes 500,5000,50000]
     .venv/bin/python bench/bench_scale.py compare [--sizes 10000,100000] [--old REF]
+    .venv/bin/python bench/bench_scale.py rescore [--sizes 10000,100000] [--old REF]
 
 ``compare``: two runs of ``run --target run:FILE --k 100`` per size (the synthetic set and run
 files of seeds 0 and 1) in one SQLite store, then ``kebab-mlflow compare r0 r1 --format json
@@ -24,6 +25,10 @@ the same command and the same store; peak RSS from ``os.wait4``, a watchdog kill
 ``--limit-mib`` (its largest RSS seen is reported). Both sides' JSON outputs are compared byte
 for byte. Then where the time goes in ``after``, in one process: import + open the store,
 load (download, digest, compact read), compare_runs, the bounds, render.
+
+``rescore``: one such run (seed 0) and ``kebab-mlflow rescore r0 --golden EDITED --json``
+with the code of REF (``before``) and of this checkout (``after``), the same way; the derived
+runs' ``per_query.jsonl`` digests are compared.
 
 ``pipeline``: peak memory and wall time of `kebab-mlflow run` as the golden set grows.
 
@@ -352,16 +357,9 @@ print(json.dumps({"import mlflow + open the store": t1 - t0,
 
 def compare_main(args: argparse.Namespace) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="kebab-bench-compare-", dir=args.tmp))
-    old = tmp / "old"
-    old.mkdir()
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.old, "kebab_mlflow"],
-                             check=True, capture_output=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(old)], input=archive, check=True)
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", args.old],
-                            check=True, capture_output=True, text=True).stdout.strip()
     env = {**os.environ, "KEBAB_CACHE_DIR": str(tmp / "cache"),
            "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true"}
-    code = {"before": {**env, "PYTHONPATH": str(old)}, "after": {**env, "PYTHONPATH": str(ROOT)}}
+    code, commit = old_code(args, tmp, env)
     lines = [f"bench_scale compare — `kebab-mlflow compare r0 r1 --format json --no-log` of two "
              f"`run --target run:FILE --k 100` runs (100 hits a query; seed 0 vs 1), before "
              f"(git {args.old} = {commit}) and after (this checkout) in one script run; fresh "
@@ -407,6 +405,89 @@ def compare_main(args: argparse.Namespace) -> None:
     shutil.rmtree(tmp, ignore_errors=True)
 
 
+def edited_set(golden: Path, out: Path) -> Path:
+    """``golden`` as a new version: every 10th query keeps only its first judgment."""
+    with golden.open(encoding="utf-8") as src, out.open("w", encoding="utf-8") as fh:
+        seen = 0
+        for line in src:
+            if line.startswith("description:"):
+                line = "description: edited\n"
+            elif line.startswith("    expected_doc_ids:"):
+                if seen % 10 == 0:
+                    line = line.split(",")[0] + "]\n"
+                seen += 1
+            fh.write(line)
+    return out
+
+
+def old_code(args: argparse.Namespace, tmp: Path, env: dict) -> tuple[dict, str]:
+    """({"before": env with git ``args.old``'s kebab_mlflow first, "after": this checkout's},
+    the short commit)."""
+    old = tmp / "old"
+    old.mkdir()
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.old, "kebab_mlflow"],
+                             check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(old)], input=archive, check=True)
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", args.old],
+                            check=True, capture_output=True, text=True).stdout.strip()
+    return {"before": {**env, "PYTHONPATH": str(old)},
+            "after": {**env, "PYTHONPATH": str(ROOT)}}, commit
+
+
+def rescore_main(args: argparse.Namespace) -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="kebab-bench-rescore-", dir=args.tmp))
+    env = {**os.environ, "KEBAB_CACHE_DIR": str(tmp / "cache"),
+           "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true"}
+    code, commit = old_code(args, tmp, env)
+    lines = [f"bench_scale rescore — `kebab-mlflow rescore r0 --golden EDITED --json` of a "
+             f"`run --target run:FILE --k 100` run (100 hits a query, seed {args.seed}; EDITED: "
+             f"every 10th query keeps one of its two judgments), before (git {args.old} = "
+             f"{commit}) and after (this checkout) in one script run; fresh process each; peak "
+             f"RSS = ru_maxrss (or the watchdog's largest RSS when it killed the child past "
+             f"{args.limit_mib:,.0f} MiB); load average {os.getloadavg()[0]:.1f} at start on "
+             f"{os.cpu_count()} CPUs", "",
+             f"{'queries':>10} {'code':>7} {'wall s':>8} {'CPU s':>7} {'peak RSS MiB':>13}  "
+             "derived per_query.jsonl sha256"]
+    for n in [int(s) for s in args.sizes.split(",")]:
+        store = tmp / f"store-{n}"
+        uri = f"sqlite:///{store / 'mlflow.db'}"
+        golden = synthetic_set(n, args.seed, tmp / f"g{n}.yaml")
+        edited = edited_set(golden, tmp / f"g{n}-edited.yaml")
+        run_file = synthetic_run_file(n, args.seed, tmp / "r0.trec")
+        child([KEBAB, "run", "--golden", str(golden), "--target", f"run:{run_file}", "--k",
+               "100", "--run-name", "r0", "--experiment", "rf", "--tracking-uri", uri,
+               "--json"], code["after"])
+        run_file.unlink()
+        digests = {}
+        for side in ("before", "after"):
+            r = watched([sys.executable, "-c", "from kebab_mlflow.cli import main; main()",
+                         "rescore", "r0", "--golden", str(edited), "--json", "--run-name",
+                         f"rescored-{side}", "--experiment", "rf", "--tracking-uri", uri],
+                        code[side], args.limit_mib, tmp)
+            digests[side] = None if r["killed"] else _derived_digest(r["out"], uri, code[side])
+            rss = f"{r['rss']:>13.0f}" + (" (killed)" if r["killed"] else "")
+            lines.append(f"{n:>10,} {side:>7} {r['wall']:>8.1f} {r['cpu']:>7.1f} {rss}  "
+                         f"{(digests[side] or '-')[:16]}")
+            print(lines[-1], flush=True)
+        same = (digests["before"] == digests["after"] if None not in digests.values()
+                else "before killed: not compared")
+        lines.append(f"{'':>10} derived per_query.jsonl byte-identical: {same}")
+        shutil.rmtree(store, ignore_errors=True)
+        for p in (golden, edited):
+            p.unlink()
+    _write("bench_scale_rescore", lines)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _derived_digest(out: str, uri: str, env: dict) -> str:
+    """The kebab.per_query_sha256 tag of the run ``rescore --json`` printed."""
+    run_id = json.loads(out.strip().splitlines()[-1])["run_id"]
+    script = ("import sys, mlflow; print(mlflow.MlflowClient(sys.argv[1]).get_run(sys.argv[2])"
+              ".data.tags['kebab.per_query_sha256'])")
+    return subprocess.run([sys.executable, "-c", script, uri, run_id], env=env, check=True,
+                          capture_output=True, text=True).stdout.strip()
+
+
 def _write(name: str, lines: list[str]) -> None:
     text = "\n".join(lines) + "\n"
     print(text)
@@ -415,7 +496,8 @@ def _write(name: str, lines: list[str]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("part", choices=("validate", "run-file", "pipeline", "compare"))
+    parser.add_argument("part", choices=("validate", "run-file", "pipeline", "compare",
+                                         "rescore"))
     parser.add_argument("--old", default="main", help="compare: the git ref of `before`")
     parser.add_argument("--limit-mib", type=float, default=6000,
                         help="compare: kill a child past this RSS")
@@ -426,9 +508,10 @@ def main() -> None:
     args.sizes = args.sizes or {"validate": "200000,1000000",
                                 "run-file": "100000,300000,1000000",
                                 "pipeline": "500,5000,50000",
-                                "compare": "10000,100000"}[args.part]
+                                "compare": "10000,100000",
+                                "rescore": "10000,100000"}[args.part]
     {"validate": validate_main, "run-file": run_file_main, "pipeline": pipeline_main,
-     "compare": compare_main}[args.part](args)
+     "compare": compare_main, "rescore": rescore_main}[args.part](args)
 
 
 if __name__ == "__main__":

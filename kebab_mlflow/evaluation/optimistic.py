@@ -64,8 +64,7 @@ def coded_compact(lines: Sequence[CodedLine], golden: GoldenSet,
     wanted = with_ask(golden.subset(set(by_id)), ask_override(params.get("ask")))
     queries = wanted.queries
     rows = [by_id[q.id] for q in queries]
-    doc_code: dict[str, int] = {}
-    codes, _ = code_rankings([line.doc_ids for line in rows], k, doc_code)
+    codes, doc_code = code_rankings([line.doc_ids for line in rows], k)
     tables, judged = coded_tables(queries, codes, doc_code, k)
     scores = table_scores(tables, judged, k, rescore_cutoffs(params))
     scores["no_hit_rate"] = ((codes >= 0).sum(axis=1) == 0).astype(float)

@@ -17,7 +17,6 @@ files), without a Hit object per hit. Any other batch takes the Hit path.
 
 from __future__ import annotations
 
-import json
 from array import array
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -33,6 +32,7 @@ from kebab_mlflow.evaluation.per_query import (
     read_lines_at,
     read_rows_at,
 )
+from kebab_mlflow.files import json_texts
 from kebab_mlflow.golden import GoldenQuery
 from kebab_mlflow.records import QueryResult, VersionSnapshot
 
@@ -137,7 +137,8 @@ class ReplayTarget:
 class CodedReplayTarget(ReplayTarget):
     """A :class:`FileRecording` replayed, its replayable batches as doc codes (the module's
     docstring): ``coded``, ``doc_code`` and ``doc_json`` as a run file has them
-    (targets/run.py), and :meth:`recorded_results` for the lines' recorded times."""
+    (targets/run.py) — the codes of the batch :meth:`coded` handed over last — and
+    :meth:`recorded_results` for the lines' recorded times."""
 
     def __init__(self, recording: FileRecording, versions: VersionSnapshot, answers: bool,
                  load_ms: float | None = None):
@@ -154,11 +155,11 @@ class CodedReplayTarget(ReplayTarget):
         from kebab_mlflow.evaluation.line_decoding import REPLAY
 
         lines = [REPLAY.decode(raw) for raw in self._file.lines(query_ids)]
-        if not all(line.replayable for line in lines):
+        rankings = [[h.doc_id for h in line.hits] for line in lines]
+        if not all([line.replayable_with(r) for line, r in zip(lines, rankings, strict=True)]):
             return None
-        codes, new = code_rankings([[h.doc_id for h in line.hits] for line in lines], depth,
-                                   self.doc_code)
-        self.doc_json += [json.dumps(d, ensure_ascii=False) for d in new]
+        codes, self.doc_code = code_rankings(rankings, depth)
+        self.doc_json = json_texts(self.doc_code)
         scores = np.zeros(codes.shape, dtype=np.float64)
         scores[codes >= 0] = [h.score for line in lines for h in line.hits[:depth]]
         self._batch = lines
