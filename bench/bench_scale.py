@@ -356,16 +356,10 @@ print(json.dumps({"import mlflow + open the store": t1 - t0,
 
 
 def compare_main(args: argparse.Namespace) -> None:
-    tmp = Path(tempfile.mkdtemp(prefix="kebab-bench-compare-", dir=args.tmp))
-    env = {**os.environ, "KEBAB_CACHE_DIR": str(tmp / "cache"),
-           "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true"}
-    code, commit = old_code(args, tmp, env)
+    tmp, code, commit = before_and_after(args, "compare")
     lines = [f"bench_scale compare — `kebab-mlflow compare r0 r1 --format json --no-log` of two "
-             f"`run --target run:FILE --k 100` runs (100 hits a query; seed 0 vs 1), before "
-             f"(git {args.old} = {commit}) and after (this checkout) in one script run; fresh "
-             f"process each, alternated; peak RSS = ru_maxrss (or the watchdog's largest RSS "
-             f"when it killed the child past {args.limit_mib:,.0f} MiB); load average "
-             f"{os.getloadavg()[0]:.1f} at start on {os.cpu_count()} CPUs", "",
+             f"`run --target run:FILE --k 100` runs (100 hits a query; seed 0 vs 1), "
+             f"{sides_words(args, commit, 'fresh process each, alternated')}", "",
              f"{'queries':>10} {'--unjudged':>10} {'code':>7} {'wall s':>8} {'CPU s':>7} "
              f"{'peak RSS MiB':>13}  output"]
     phases = []
@@ -387,13 +381,10 @@ def compare_main(args: argparse.Namespace) -> None:
                              "--unjudged", mode, "--experiment", "rf", "--tracking-uri", uri],
                             code[side], args.limit_mib, tmp)
                 outputs[side] = None if r["killed"] else r["out"]
-                rss = f"{r['rss']:>13.0f}" + (" (killed)" if r["killed"] else "")
-                lines.append(f"{n:>10,} {mode:>10} {side:>7} {r['wall']:>8.1f} {r['cpu']:>7.1f} "
-                             f"{rss}  {len(r['out']):,} bytes")
+                lines.append(f"{n:>10,} {mode:>10} {side:>7} {figures(r)}  "
+                             f"{len(r['out']):,} bytes")
                 print(lines[-1], flush=True)
-            same = (outputs["before"] == outputs["after"] if None not in outputs.values()
-                    else "before killed: not compared")
-            lines.append(f"{'':>10} {'':>10} outputs byte-identical: {same}")
+            lines.append(f"{'':>10} {'':>10} outputs byte-identical: {identical(outputs)}")
         out = subprocess.run([sys.executable, "-c", PHASES, uri], env=code["after"], check=True,
                              capture_output=True, text=True, cwd=tmp).stdout
         phases.append(f"  {n:>9,}: " + ", ".join(
@@ -420,6 +411,37 @@ def edited_set(golden: Path, out: Path) -> Path:
     return out
 
 
+def before_and_after(args: argparse.Namespace, part: str) -> tuple[Path, dict, str]:
+    """(a fresh temporary folder, the two sides' environments, the short commit of
+    ``args.old``): :func:`old_code` in that folder."""
+    tmp = Path(tempfile.mkdtemp(prefix=f"kebab-bench-{part}-", dir=args.tmp))
+    env = {**os.environ, "KEBAB_CACHE_DIR": str(tmp / "cache"),
+           "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true"}
+    code, commit = old_code(args, tmp, env)
+    return tmp, code, commit
+
+
+def sides_words(args: argparse.Namespace, commit: str, how: str) -> str:
+    """The header's words on the two sides, how they ran, peak RSS and the load."""
+    return (f"before (git {args.old} = {commit}) and after (this checkout) in one script run; "
+            f"{how}; peak RSS = ru_maxrss (or the watchdog's largest RSS when it killed the "
+            f"child past {args.limit_mib:,.0f} MiB); load average {os.getloadavg()[0]:.1f} at "
+            f"start on {os.cpu_count()} CPUs")
+
+
+def figures(r: dict) -> str:
+    """A watched child's wall s, CPU s and peak RSS MiB, as the tables print them."""
+    return (f"{r['wall']:>8.1f} {r['cpu']:>7.1f} {r['rss']:>13.0f}"
+            + (" (killed)" if r["killed"] else ""))
+
+
+def identical(outputs: dict) -> bool | str:
+    """Whether the two sides' outputs are the same (not compared when ``before`` was killed)."""
+    if None in outputs.values():
+        return "before killed: not compared"
+    return outputs["before"] == outputs["after"]
+
+
 def old_code(args: argparse.Namespace, tmp: Path, env: dict) -> tuple[dict, str]:
     """({"before": env with git ``args.old``'s kebab_mlflow first, "after": this checkout's},
     the short commit)."""
@@ -435,17 +457,11 @@ def old_code(args: argparse.Namespace, tmp: Path, env: dict) -> tuple[dict, str]
 
 
 def rescore_main(args: argparse.Namespace) -> None:
-    tmp = Path(tempfile.mkdtemp(prefix="kebab-bench-rescore-", dir=args.tmp))
-    env = {**os.environ, "KEBAB_CACHE_DIR": str(tmp / "cache"),
-           "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true"}
-    code, commit = old_code(args, tmp, env)
+    tmp, code, commit = before_and_after(args, "rescore")
     lines = [f"bench_scale rescore — `kebab-mlflow rescore r0 --golden EDITED --json` of a "
              f"`run --target run:FILE --k 100` run (100 hits a query, seed {args.seed}; EDITED: "
-             f"every 10th query keeps one of its two judgments), before (git {args.old} = "
-             f"{commit}) and after (this checkout) in one script run; fresh process each; peak "
-             f"RSS = ru_maxrss (or the watchdog's largest RSS when it killed the child past "
-             f"{args.limit_mib:,.0f} MiB); load average {os.getloadavg()[0]:.1f} at start on "
-             f"{os.cpu_count()} CPUs", "",
+             f"every 10th query keeps one of its two judgments), "
+             f"{sides_words(args, commit, 'fresh process each')}", "",
              f"{'queries':>10} {'code':>7} {'wall s':>8} {'CPU s':>7} {'peak RSS MiB':>13}  "
              "derived per_query.jsonl sha256"]
     for n in [int(s) for s in args.sizes.split(",")]:
@@ -465,13 +481,9 @@ def rescore_main(args: argparse.Namespace) -> None:
                          f"rescored-{side}", "--experiment", "rf", "--tracking-uri", uri],
                         code[side], args.limit_mib, tmp)
             digests[side] = None if r["killed"] else _derived_digest(r["out"], uri, code[side])
-            rss = f"{r['rss']:>13.0f}" + (" (killed)" if r["killed"] else "")
-            lines.append(f"{n:>10,} {side:>7} {r['wall']:>8.1f} {r['cpu']:>7.1f} {rss}  "
-                         f"{(digests[side] or '-')[:16]}")
+            lines.append(f"{n:>10,} {side:>7} {figures(r)}  {(digests[side] or '-')[:16]}")
             print(lines[-1], flush=True)
-        same = (digests["before"] == digests["after"] if None not in digests.values()
-                else "before killed: not compared")
-        lines.append(f"{'':>10} derived per_query.jsonl byte-identical: {same}")
+        lines.append(f"{'':>10} derived per_query.jsonl byte-identical: {identical(digests)}")
         shutil.rmtree(store, ignore_errors=True)
         for p in (golden, edited):
             p.unlink()
