@@ -185,6 +185,10 @@ def test_cli_rescore_of_a_stored_run_file_run_streams_its_file(tmp_path, store_u
                               "--tracking-uri", store_uri])
     assert res.exit_code == 0, res.output
     out = json.loads(res.stdout)
+    # each step before the progress bar says what it does, in order, on stderr
+    steps = [line for line in res.stderr.splitlines() if line.startswith("… ")]
+    assert [s.split()[1] for s in steps] == ["reading", "checking", "reading", "logging"]
+    assert str(edited) in steps[0] and "per_query.jsonl" in steps[1] and "MiB" in steps[2]
     client = mlflow_client(store_uri)
     src = client.search_runs([client.get_run(out["run_id"]).info.experiment_id],
                              "attributes.run_name = 'src'")[0]

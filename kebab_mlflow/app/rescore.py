@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -53,14 +53,19 @@ def load_recorded(tracker: Tracker, experiment: str, ref: str) -> tuple[RunRecor
 
 
 @contextlib.contextmanager
-def recorded_file(tracker: Tracker, experiment: str, ref: str
+def recorded_file(tracker: Tracker, experiment: str, ref: str,
+                  on_status: Callable[[str], None] = lambda s: None
                   ) -> Iterator[tuple[RunRecord, RecordedRun]]:
     """:func:`load_recorded`, its ``per_query.jsonl`` read a batch at a time as the rescore
     replays it (evaluation/replay.py: a million queries of 100 hits are ~40 GB as rows): read
     in place from a local store, else from a download kept until the block ends."""
     run = _rescorable(tracker, experiment, ref)
     with tempfile.TemporaryDirectory(prefix="kebab-rescore-") as tmp:
+        # a million queries: ~10 s for the digest and ~35 s for the checked pass, before the
+        # query loop's progress bar
+        on_status(f"checking run {run.run_id}'s per_query.jsonl against its recorded sha256")
         path = _checked_per_query(tracker, run, Path(tmp))
+        on_status(f"reading its {path.stat().st_size / 2**20:,.0f} MiB (every line checked)")
         recording = FileRecording.read(path, f"run {run.run_id}'s per_query.jsonl")
         yield run, RecordedRun(run_id=run.run_id, file=recording, params=dict(run.params),
                                tags=dict(run.tags),
@@ -109,12 +114,15 @@ def _recorded_load_ms(tracker: Tracker, run_id: str, folder: Path) -> float | No
 
 
 def rescore_run(tracker: Tracker, experiment: str, ref: str, golden: GoldenSet, *,
-                intersect: bool = False, run_name: str | None = None) -> LoggedRescore:
-    """Rescore the stored run ``ref`` under ``golden`` and log the derived run."""
+                intersect: bool = False, run_name: str | None = None,
+                on_status: Callable[[str], None] = lambda s: None) -> LoggedRescore:
+    """Rescore the stored run ``ref`` under ``golden`` and log the derived run; ``on_status``
+    hears each step before the query loop's progress bar and the logging after it."""
     from kebab_mlflow.app.run import log_run
 
-    with recorded_file(tracker, experiment, ref) as (run, recorded):
+    with recorded_file(tracker, experiment, ref, on_status) as (run, recorded):
         rescored = rescore(recorded, golden, intersect=intersect)
+    on_status("logging the derived run")
     run_experiment = tracker.experiment_name(run.experiment_id) or experiment
     tags = {vocab.KIND: vocab.RunKind.RESCORE, vocab.RESCORED_FROM: run.run_id,
             vocab.RESCORED_FROM_GOLDEN_SHA256: run.tags.get(vocab.GOLDEN_SHA256, "unknown")}

@@ -31,6 +31,13 @@ err = Console(stderr=True)
 out = Console()
 
 
+def status(text: str) -> None:
+    """One step of a long command, on stderr ("… loading or building the index"); its text
+    as it is (paths may hold brackets, which rich would read as markup) and one line however
+    long (the terminal wraps it; a path stays whole to copy)."""
+    err.print(f"… {text}", highlight=False, markup=False, soft_wrap=True)
+
+
 class RateColumn(TextColumn):
     """Average items per second since the start (steadier than rich's windowed speed)."""
 

@@ -29,15 +29,16 @@ def rescore(
     """Score RUN's recorded hits and answers against GOLDEN and log a derived run (tag
     kebab.kind = rescore, kebab.rescored_from = RUN) in RUN's experiment."""
     from kebab_mlflow.app.rescore import rescore_run
-    from kebab_mlflow.cli.console import err, metrics_table, print_ui_hint
+    from kebab_mlflow.cli.console import err, metrics_table, print_ui_hint, status
     from kebab_mlflow.evaluation.report import headline, ordered
     from kebab_mlflow.golden import load_golden_set
     from kebab_mlflow.tracking.store import Tracker
 
+    status(f"reading the golden set {golden}")
     golden_set = load_golden_set(golden)
     tracker = Tracker(tracking_uri)
     logged = rescore_run(tracker, experiment, run_ref, golden_set, intersect=intersect,
-                         run_name=run_name)
+                         run_name=run_name, on_status=status)
     rescored, result = logged.rescored, logged.rescored.result
     if as_json:
         typer.echo(json.dumps({"run_id": logged.run_id, "rescored_from": rescored.source_run_id,

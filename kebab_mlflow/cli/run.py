@@ -87,7 +87,7 @@ def run(
 ) -> None:
     """Run the golden set through a pipeline and record the eval as one MLflow run."""
     from kebab_mlflow.app.run import RunOptions, execute
-    from kebab_mlflow.cli.console import err
+    from kebab_mlflow.cli.console import status
     from kebab_mlflow.config import parse_overrides
     from kebab_mlflow.metrics.scoring import parse_cutoffs
 
@@ -99,7 +99,7 @@ def run(
                          cutoffs=None if cutoffs is None else tuple(parse_cutoffs(cutoffs)),
                          ask=ask, log_breakdowns=log_breakdowns, traces=traces, repeat=repeat,
                          plots_aside=True)
-    _report(execute(options, on_status=lambda s: err.print(f"… {s}", highlight=False)),
+    _report(execute(options, on_status=status),
             as_json, experiment)
 
 

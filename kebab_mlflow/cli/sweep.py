@@ -42,7 +42,7 @@ def sweep(
     """Run an ablation sweep: a parent run, one child eval run per row, and the
     distinguishing-power gauge (primary vs floors). Exit 1 when a row failed."""
     from kebab_mlflow.app.sweep import run_sweep
-    from kebab_mlflow.cli.console import err, print_ui_hint
+    from kebab_mlflow.cli.console import err, print_ui_hint, status
     from kebab_mlflow.errors import InputError
     from kebab_mlflow.sweep.executors import check_executor
     from kebab_mlflow.sweep.spec import load_sweep
@@ -54,7 +54,7 @@ def sweep(
     spec = load_sweep(file)
     result = run_sweep(spec, experiment=experiment, tracking_uri=tracking_uri, jobs=jobs,
                        resume=resume, executor=executor,
-                       on_event=lambda s: err.print(f"… {s}", highlight=False, markup=False))
+                       on_event=status)
     if as_json:
         typer.echo(json.dumps(result.as_json(), allow_nan=False))
     else:

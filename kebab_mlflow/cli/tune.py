@@ -31,7 +31,7 @@ def tune(
     Exit 1 when it is Regressed (or Inconclusive) there."""
     from kebab_mlflow.app.tune import require_optuna, run_tune
     from kebab_mlflow.cli.compare_table import render_table
-    from kebab_mlflow.cli.console import err, out, print_ui_hint, table
+    from kebab_mlflow.cli.console import err, out, print_ui_hint, status, table
     from kebab_mlflow.formatting import number
     from kebab_mlflow.sweep.grid import labels
     from kebab_mlflow.sweep.tune_spec import load_tune
@@ -39,7 +39,7 @@ def tune(
     require_optuna()  # before anything else: without the extra, exit 2 with the hint
     spec = load_tune(file).with_trials(trials)
     result = run_tune(spec, experiment=experiment, tracking_uri=tracking_uri,
-                      on_event=lambda s: err.print(f"… {s}", highlight=False))
+                      on_event=status)
     if as_json:
         typer.echo(json.dumps(result.as_json(), allow_nan=False))
     else:
