@@ -454,3 +454,22 @@ def test_doc_variants():
     assert [doc_variant(n) for n in ("hit_at_5", "mrr", "precision_at_5_chunk",
                                      "recall_at_10_doc", "contains_all")] == [
         "hit_at_5_doc", "mrr_doc", "precision_at_5_doc", "recall_at_10_doc", "contains_all"]
+
+
+def test_on_a_terminal_compare_says_its_steps_and_in_a_log_it_does_not(store, monkeypatch):
+    import io
+
+    from rich.console import Console
+
+    from kebab_mlflow.cli import console
+
+    res, out = _compare(store, "base", "rechunk", "--no-log")
+    assert res.exit_code == 0 and "… " not in out  # CliRunner's stderr is no terminal
+    screen = io.StringIO()
+    monkeypatch.setattr(console, "err", Console(file=screen, force_terminal=True, width=80))
+    res, _ = _compare(store, "base", "rechunk", "--no-log")
+    assert res.exit_code == 0
+    steps = [line for line in screen.getvalue().splitlines() if line.startswith("… ")]
+    # a chunker change: doc level, so the bounds for unjudged hits run after the reading
+    assert [s.split()[1] for s in steps] == ["reading", "bounds"]
+    assert "base and rechunk" in steps[0] and "--unjudged off" in steps[1]

@@ -75,12 +75,15 @@ def _decided(base_side: RunSide, cand_side: RunSide, options: CompareOptions, re
     """The comparison: --rescore's baseline (comparison/rescoring.py), then the verdict, the
     bounds for unjudged hits (comparison/unjudged.py), then the slices (comparison/slices.py)."""
     from kebab_mlflow import comparison as cmp
+    from kebab_mlflow.cli.console import status
     from kebab_mlflow.comparison.rescoring import candidate_golden, with_rescored_baseline
     from kebab_mlflow.comparison.slices import with_slices
     from kebab_mlflow.comparison.unjudged import UnjudgedMode, with_unjudged_bounds
     from kebab_mlflow.errors import InputError
 
     if rescore:
+        status("rescoring the baseline under the candidate's golden set (--rescore)",
+               terminal_only=True)
         base_side = with_rescored_baseline(base_side, cand_side, golden)
     result = cmp.compare_runs(base_side, cand_side, options)
     # --by needs the golden set's labels: a run that cannot name its file is refused (exit 2)
@@ -93,6 +96,9 @@ def _decided(base_side: RunSide, cand_side: RunSide, options: CompareOptions, re
                 raise
             result = replace(result, notes=(*result.notes, f"no bounds for unjudged hits: {exc}"))
         else:
+            # the longest step of a large compare (100k queries: ~30 s of ~50): say what it is
+            status("bounds for unjudged hits: both runs rescored with the documents nobody "
+                   "judged counted relevant (--unjudged off skips this)", terminal_only=True)
             result = with_unjudged_bounds(result, base_side, cand_side, bounds_golden, options,
                                           UnjudgedMode(unjudged.value))
     if by is not None and golden_set is not None:
@@ -167,11 +173,13 @@ def _execute(tracking_uri: str | None, experiment: str, refs: tuple[str, str],
              ) -> None:
     """``versions``: --rescore, --golden, --unjudged (golden versions, issue 30), --by."""
     from kebab_mlflow import comparison as cmp
+    from kebab_mlflow.cli.console import status
     from kebab_mlflow.tracking.store import Tracker
 
     tracker = Tracker(tracking_uri)
 
     fmt, wide, out_file, ui_url = output
+    status(f"reading runs {refs[0]} and {refs[1]}: their per-query scores", terminal_only=True)
     base_side, cand_side = cmp.load_pair(tracker, experiment, *refs)
     result = _decided(base_side, cand_side, options, *versions)
     _emit(_pr_comment(tracker, result, base_side, cand_side, ui_url)

@@ -31,11 +31,13 @@ err = Console(stderr=True)
 out = Console()
 
 
-def status(text: str) -> None:
+def status(text: str, terminal_only: bool = False) -> None:
     """One step of a long command, on stderr ("… loading or building the index"); its text
     as it is (paths may hold brackets, which rich would read as markup) and one line however
-    long (the terminal wraps it; a path stays whole to copy)."""
-    err.print(f"… {text}", highlight=False, markup=False, soft_wrap=True)
+    long (the terminal wraps it; a path stays whole to copy). ``terminal_only``: not in a log
+    (compare's stderr in CI holds its warnings and verdict line, which scripts read)."""
+    if not terminal_only or err.is_terminal:
+        err.print(f"… {text}", highlight=False, markup=False, soft_wrap=True)
 
 
 class RateColumn(TextColumn):
