@@ -52,6 +52,19 @@ def test_a_failed_plot_process_is_drawn_here_instead(tmp_path, monkeypatch):
     assert (tmp_path / "k.png").stat().st_size > 0 and (tmp_path / "r.png").stat().st_size > 0
 
 
+def test_a_plot_process_that_cannot_start_is_drawn_here(tmp_path, monkeypatch):
+    def no_process(*args, **kwargs):
+        raise BlockingIOError(11, "Resource temporarily unavailable")  # fork at a limit
+
+    monkeypatch.setattr(plots.subprocess, "Popen", no_process)
+    with plots.plot_process() as plotter:
+        assert plotter is not None
+        for kind, args in _jobs(tmp_path):
+            plotter.draw(kind, **args)
+        plotter.finish()
+    assert (tmp_path / "k.png").stat().st_size > 0 and (tmp_path / "r.png").stat().st_size > 0
+
+
 def test_an_unused_plot_process_is_ended_with_its_block():
     with plots.plot_process() as plotter:
         assert plotter is not None

@@ -142,12 +142,16 @@ class PlotProcess:
     killed) ends it too."""
 
     def __init__(self) -> None:
-        # -P: not the working folder first on sys.path (it may hold another kebab_mlflow)
-        self._proc: subprocess.Popen[bytes] | None = subprocess.Popen(
-            [sys.executable, "-P", "-c",
-             "from kebab_mlflow.evaluation.plots import serve; serve()"],
-            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self._proc: subprocess.Popen[bytes] | None = None
         self._jobs: list[tuple[str, dict[str, Any]]] = []
+        try:
+            # -P: not the working folder first on sys.path (it may hold another kebab_mlflow)
+            self._proc = subprocess.Popen(
+                [sys.executable, "-P", "-c",
+                 "from kebab_mlflow.evaluation.plots import serve; serve()"],
+                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        except OSError:  # no process to be had (a process limit, no memory): drawn here
+            pass
 
     def draw(self, kind: str, **args: Any) -> None:
         """Queue the plot ``kind`` (:func:`draw`'s) of ``args`` (JSON values; paths as str)."""
@@ -157,18 +161,7 @@ class PlotProcess:
         """Hand the queued jobs over and wait for the PNGs; draw them here instead if the
         process failed."""
         proc, jobs, self._proc, self._jobs = self._proc, self._jobs, None, []
-        if proc is None:
-            return
-        try:
-            assert proc.stdin is not None
-            proc.stdin.write(json.dumps(jobs).encode())
-            proc.stdin.close()
-            done = proc.wait(PLOT_TIMEOUT_S) == 0
-        except (OSError, subprocess.TimeoutExpired):  # died before reading (a broken pipe), hung
-            done = False
-        finally:
-            _ended(proc)
-        if not done:
+        if proc is None or not _handed_over(proc, jobs):  # never started, or failed
             for kind, args in jobs:
                 draw(kind, args)
 
@@ -177,6 +170,19 @@ class PlotProcess:
         proc, self._proc = self._proc, None
         if proc is not None:
             _ended(proc)
+
+
+def _handed_over(proc: subprocess.Popen[bytes], jobs: list[tuple[str, dict[str, Any]]]) -> bool:
+    """Whether ``proc`` drew ``jobs``: written to its stdin, then awaited (ended either way)."""
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps(jobs).encode())
+        proc.stdin.close()
+        return proc.wait(PLOT_TIMEOUT_S) == 0
+    except (OSError, subprocess.TimeoutExpired):  # died before reading (a broken pipe), hung
+        return False
+    finally:
+        _ended(proc)
 
 
 def _ended(proc: subprocess.Popen[bytes]) -> None:
