@@ -90,11 +90,18 @@ def test_a_run_file_run_is_replayed_by_codes_with_the_hit_paths_bytes(tmp_path, 
         raise AssertionError("a plain run file's lines took the Hit path")
 
     monkeypatch.setattr(CodedReplayTarget, "replay", no_hits)
+    texts: list = []
+    real = CodedReplayTarget.recorded_hits
+    monkeypatch.setattr(CodedReplayTarget, "recorded_hits",
+                        lambda self: texts.extend(real(self)) or real(self))
     own = rescore(RecordedRun(run_id="r", file=FileRecording.read(source.per_query_path),
                               params=PARAMS), load_golden_set(golden), quiet=True,
                   per_query_path=tmp_path / "own.jsonl").result
     assert own.per_query_path.read_bytes() == source.per_query_path.read_bytes()
     assert own.metrics == source.metrics
+    # every line's hits text was written back as recorded but q3's, whose quoted doc id is
+    # escaped: written from the codes (31 lines: q_absent's hits are [])
+    assert len(texts) == 31 and texts.count(None) == 1
     monkeypatch.undo()
 
     edited = _edited(golden, tmp_path / "edited.yaml")
@@ -143,6 +150,50 @@ def test_batches_of_other_lines_take_the_hit_path_and_give_the_same_result(tmp_p
         encoding="utf-8").splitlines()) if r["id"] == "q20")
     assert (line["latency_ms"], line["stage_ms"], line["truncated_hits"]) == \
         (12.5, {"search": 12.5}, 4)
+
+
+def test_a_replayed_line_keeps_its_hits_text_only_when_it_is_what_the_codes_write():
+    """evaluation/replay.py's _recorded_hits: the text as recorded, or None (written anew)."""
+    from kebab_mlflow.evaluation.coded import hits_json
+    from kebab_mlflow.evaluation.line_decoding import REPLAY
+    from kebab_mlflow.evaluation.replay import _recorded_hits
+    from kebab_mlflow.files import json_texts
+
+    hits = [{"rank": r, "chunk_id": d, "doc_id": d, "score": s}
+            for r, (d, s) in enumerate([("dé1", 2.5), ("d2", 1e-05), ("d3", 1.0)], 1)]
+
+    def line(hit_list, **dumps):
+        return (json.dumps({"id": "q", "query": "x", "hits": hit_list, "answer": None,
+                            "scores": {}}, ensure_ascii=False, **dumps) + "\n").encode()
+
+    def kept(raw, depth=20):
+        return _recorded_hits(raw, REPLAY.decode(raw), depth)
+
+    written = hits_json([0, 1, 2], [h["score"] for h in hits],
+                        json_texts([h["doc_id"] for h in hits]))
+    assert kept(line(hits)) == written  # this writer's text, as the codes write it
+    assert kept(line([])) == "[]"
+    assert kept(line(hits, separators=(",", ":"))) is None  # another writer's spacing
+    assert kept(line([{**hits[0], "title": "t"}, *hits[1:]])) is None  # an extra field
+    assert kept(line([{**h, "rank": h["rank"] + 1} for h in hits])) is None  # ranks not 1..n
+    assert kept(line([{**hits[0], "chunk_id": 'd"q', "doc_id": 'd"q'}])) is None  # escaped
+    assert kept(line(hits), depth=2) is None  # more hits than the depth replayed
+
+
+def test_a_file_of_another_writer_is_replayed_to_the_hit_paths_bytes(tmp_path):
+    """Lines written with other separators and key order: every hits text is written anew,
+    and the bytes are those of the Hit path's rescore."""
+    golden, run = _run_file(tmp_path)
+    source = evaluate(f"run:{run}", golden, k=20, per_query_path=tmp_path / "src.jsonl")
+    other = tmp_path / "other.jsonl"
+    rows = [json.loads(raw) for raw in source.per_query_path.read_text(
+        encoding="utf-8").splitlines()]
+    for row in rows:
+        row["hits"] = [dict(reversed(list(h.items()))) for h in row["hits"]]
+    other.write_text("".join(json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n"
+                             for r in rows), encoding="utf-8")
+    by_file, by_rows = _both(other, _edited(golden, tmp_path / "edited.yaml"), tmp_path)
+    _assert_same(by_file, by_rows)
 
 
 def _peak(fn) -> int:

@@ -129,13 +129,15 @@ def coded_line(query: GoldenQuery, result: QueryResult, hits: str,
 def score_coded_batch(pipeline: Any, batch: Sequence[GoldenQuery],
                       coded: tuple[np.ndarray, np.ndarray], depth: int, cutoffs: Sequence[int],
                       private: bool, seconds: float, bounded: bool = False,
-                      recorded: Sequence[QueryResult] | None = None
+                      recorded: Sequence[QueryResult] | None = None,
+                      recorded_hits: Sequence[str | None] | None = None
                       ) -> tuple[dict[str, np.ndarray], list[str], list[float],
                                  dict[str, np.ndarray]]:
     """(scores, lines, latencies in ms, bounds for unjudged hits when ``bounded``, else {})
     of one batch from its codes; ``seconds``: the time taken to look its hits up, shared by
     its queries, unless ``recorded`` gives each query's hit-less result (its times as a
-    replayed run recorded them)."""
+    replayed run recorded them); ``recorded_hits``: each line's ``hits`` text where the
+    replayed line holds it as this would write it (None: written from the codes)."""
     codes, hit_scores = coded
     tables, judged = coded_tables(batch, codes, pipeline.doc_code, depth)
     scores = table_scores(tables, judged, depth, cutoffs)
@@ -148,19 +150,29 @@ def score_coded_batch(pipeline: Any, batch: Sequence[GoldenQuery],
     latency_ms = seconds * 1000.0 / max(len(batch), 1)
     results = recorded or [QueryResult(query_id=q.id, hits=(), answer=None,
                                        latency_ms=latency_ms) for q in batch]
-    doc_json = pipeline.doc_json
-    rows = zip(codes.tolist(), hit_scores.tolist(), lengths.tolist(), strict=True)
+    texts = _hits_texts(pipeline, codes, hit_scores, lengths,
+                        recorded_hits or [None] * len(batch))
     names = list(scores)
     columns = [scores[name].tolist() for name in names]
     level_ranks = {level: v.tolist() for level, v in ranks.items()}
     lines: list[str] = []
-    for i, (q, result, (row, row_scores, n)) in enumerate(zip(batch, results, rows,
-                                                             strict=True)):
-        lines.append(coded_line(q, result, hits_json(row[:n], row_scores[:n], doc_json),
+    for i, (q, result, text) in enumerate(zip(batch, results, texts, strict=True)):
+        lines.append(coded_line(q, result, text,
                                 {name: column[i] for name, column in zip(names, columns,
                                                                           strict=True)},
                                 private, {level: v[i] for level, v in level_ranks.items()}))
     return scores, lines, [r.latency_ms for r in results], bound
+
+
+def _hits_texts(pipeline: Any, codes: np.ndarray, hit_scores: np.ndarray, lengths: np.ndarray,
+                given: Sequence[str | None]) -> list[str]:
+    """Each line's ``hits`` text: the one given, else written from its codes."""
+    if None not in given:
+        return [text for text in given if text is not None]
+    doc_json = pipeline.doc_json
+    rows = zip(codes.tolist(), hit_scores.tolist(), lengths.tolist(), strict=True)
+    return [text if text is not None else hits_json(row[:n], row_scores[:n], doc_json)
+            for text, (row, row_scores, n) in zip(given, rows, strict=True)]
 
 
 def timed_coded_hits(pipeline: Any, batch: Sequence[GoldenQuery], depth: int

@@ -104,8 +104,15 @@ class ReplayFields(CodedFields):
         return self.plain_with(doc_ids) and all([type(h.score) is float for h in self.hits])
 
 
+class RecordedHits(msgspec.Struct):
+    """A line's ``hits`` as the bytes it holds: a replay writes them back unparsed."""
+
+    hits: msgspec.Raw = msgspec.Raw(b"[]")
+
+
 LINE = msgspec.json.Decoder(Line)
 CODED = msgspec.json.Decoder(CodedFields)
 REPLAY = msgspec.json.Decoder(ReplayFields)
+RECORDED_HITS = msgspec.json.Decoder(RecordedHits)
 #: what a struct refuses: the line is then read by the checked path
 REFUSED = (msgspec.ValidationError, msgspec.DecodeError)
