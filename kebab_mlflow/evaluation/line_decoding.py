@@ -99,9 +99,12 @@ class ReplayFields(CodedFields):
     truncated_hits: int = 0
 
     def replayable_with(self, doc_ids: Sequence[str]) -> bool:
-        """:meth:`plain_with`, and every hit score a float: a code matrix of float64 scores
-        writes them back as they are (an int score would come back as a float)."""
-        return self.plain_with(doc_ids) and all([type(h.score) is float for h in self.hits])
+        """:meth:`plain_with`, every hit score a float and the hits ranked 1..n: a code
+        matrix of float64 scores writes them back as they are (an int score would come back
+        as a float) and ranks them by position (a Python target may have ranked them
+        otherwise, and the Hit path writes its ranks back)."""
+        return self.plain_with(doc_ids) and all([type(h.score) is float for h in self.hits]) \
+            and [h.rank for h in self.hits] == list(range(1, len(self.hits) + 1))
 
 
 class RecordedHits(msgspec.Struct):

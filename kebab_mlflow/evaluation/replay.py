@@ -8,11 +8,13 @@ million recorded queries of 100 hits are ~40 GB as rows (issue 32: ``rescore`` a
 killed at 21.3 GB), and ~100 MB as offsets.
 
 A file's batch whose lines are all *replayable* — hits only, each a document (chunk id = doc
-id, none twice), every hit score a float, no answer, error, evidence or repeats — is handed
-over as doc codes (:meth:`CodedReplayTarget.coded`) and scored and written by
-:mod:`evaluation.coded`, as a run file's batch is: the same scores, first relevant ranks and
-line bytes as the Hit path (``tests/test_rescore_streaming.py`` checks both on the same
-files), without a Hit object per hit. Any other batch takes the Hit path.
+id, none twice), every hit score a float, ranked 1..n, no answer, error, evidence or
+repeats — is handed over as doc codes (:meth:`CodedReplayTarget.coded`) and scored and
+written by :mod:`evaluation.coded`, as a run file's batch is, each line's ``hits`` text
+written back as recorded where it is what that module would write (:func:`_recorded_hits`):
+the same scores, first relevant ranks and line bytes as the Hit path
+(``tests/test_rescore_streaming.py`` checks both on the same files), without a Hit object per
+hit. Any other batch takes the Hit path.
 """
 
 from __future__ import annotations
@@ -202,8 +204,8 @@ def _result(row: PerQueryRow, depth: int) -> QueryResult:
 
 
 def _recorded_hits(raw: bytes, line: Any, depth: int) -> str | None:
-    """The line's ``hits`` text as it holds it, when :func:`coded.hits_json` would write the
-    same from its codes (a 1M-query replay: ~40 s less): at most ``depth`` hits ranked 1..n,
+    """The replayable line's ``hits`` text as it holds it, when :func:`coded.hits_json` would
+    write the same from its codes (a 1M-query replay: ~40 s less): at most ``depth`` hits,
     nothing escaped, the first hit in that function's form — one writer wrote the whole list,
     so the rest follow. A file of another writer (spacing, key order, extra fields) gets None
     and is written anew, as the Hit path would."""
@@ -211,7 +213,7 @@ def _recorded_hits(raw: bytes, line: Any, depth: int) -> str | None:
     from kebab_mlflow.evaluation.line_decoding import RECORDED_HITS
 
     hits = line.hits
-    if len(hits) > depth or [h.rank for h in hits] != list(range(1, len(hits) + 1)):
+    if len(hits) > depth:
         return None
     text = bytes(RECORDED_HITS.decode(raw).hits).decode()
     if "\\" in text:
