@@ -91,9 +91,10 @@ def test_a_run_file_run_is_replayed_by_codes_with_the_hit_paths_bytes(tmp_path, 
 
     monkeypatch.setattr(CodedReplayTarget, "replay", no_hits)
     texts: list = []
-    real = CodedReplayTarget.recorded_hits
-    monkeypatch.setattr(CodedReplayTarget, "recorded_hits",
-                        lambda self: texts.extend(real(self)) or real(self))
+    real = CodedReplayTarget.recorded
+    monkeypatch.setattr(CodedReplayTarget, "recorded",
+                        lambda self, queries: texts.extend(real(self, queries)[1])
+                        or real(self, queries))
     own = rescore(RecordedRun(run_id="r", file=FileRecording.read(source.per_query_path),
                               params=PARAMS), load_golden_set(golden), quiet=True,
                   per_query_path=tmp_path / "own.jsonl").result

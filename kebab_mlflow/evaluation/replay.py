@@ -140,7 +140,7 @@ class CodedReplayTarget(ReplayTarget):
     """A :class:`FileRecording` replayed, its replayable batches as doc codes (the module's
     docstring): ``coded``, ``doc_code`` and ``doc_json`` as a run file has them
     (targets/run.py) — the codes of the batch :meth:`coded` handed over last — and
-    :meth:`recorded_results` for the lines' recorded times."""
+    :meth:`recorded` for what its lines recorded."""
 
     def __init__(self, recording: FileRecording, versions: VersionSnapshot, answers: bool,
                  load_ms: float | None = None):
@@ -153,7 +153,7 @@ class CodedReplayTarget(ReplayTarget):
     @property
     def doc_json(self) -> list[str]:
         """The JSON text of each code of the last batch (written only for lines whose hits
-        text is not reused: :meth:`recorded_hits`)."""
+        text is not reused: :meth:`recorded`)."""
         return json_texts(self.doc_code)
 
     def coded(self, query_ids: Sequence[str], depth: int
@@ -175,16 +175,14 @@ class CodedReplayTarget(ReplayTarget):
                       for raw, line in zip(raws, lines, strict=True)]
         return codes, scores
 
-    def recorded_hits(self) -> list[str | None]:
-        """The ``hits`` text of each line of the batch :meth:`coded` handed over last, as
-        recorded, where it is what evaluation/coded.py would write from the codes (None:
-        written from them)."""
-        return self._hits
-
-    def recorded_results(self, queries: Sequence[GoldenQuery]) -> list[QueryResult]:
-        """The hit-less results of the batch :meth:`coded` handed over last: the times and
-        the truncated-hit count each line recorded."""
-        return [_timed(q.id, line) for q, line in zip(queries, self._batch, strict=True)]
+    def recorded(self, queries: Sequence[GoldenQuery]
+                 ) -> tuple[list[QueryResult], list[str | None]]:
+        """Of each line of the batch :meth:`coded` handed over last: its hit-less result
+        (the times and truncated-hit count it recorded), and its ``hits`` text as recorded
+        where it is what evaluation/coded.py would write from the codes (None: written from
+        them)."""
+        results = [_timed(q.id, line) for q, line in zip(queries, self._batch, strict=True)]
+        return results, self._hits
 
 
 def replay_target(recording: Recording, versions: VersionSnapshot, answers: bool,

@@ -301,11 +301,11 @@ def _batch_by_codes(pipeline: Any, golden: GoldenSet, batch: Sequence[GoldenQuer
     if coded is None:
         return None
     t1 = time.perf_counter()
-    replayed = hasattr(pipeline, "recorded_results")  # a replayed run (evaluation/replay.py)
+    # a replayed run (evaluation/replay.py): its own times and hits texts
+    recorded, hits = pipeline.recorded(batch) if hasattr(pipeline, "recorded") else (None, None)
     scores, lines, latencies, bound = score_coded_batch(
         pipeline, batch, coded, depth, cutoffs, golden.private, seconds, bounded,
-        recorded=pipeline.recorded_results(batch) if replayed else None,  # its own times
-        recorded_hits=pipeline.recorded_hits() if replayed else None)
+        recorded=recorded, recorded_hits=hits)
     for line in lines:
         writer.write_line(line)
     return (scores, [None] * len(batch), latencies, seconds, time.perf_counter() - t1, [],
