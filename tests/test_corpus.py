@@ -77,6 +77,35 @@ def test_beir_problems_are_reported_with_lines(tmp_path):
         load_corpus(write(tmp_path / "e" / "corpus.jsonl", "\n"))
 
 
+@pytest.mark.parametrize("tokenizer", ["auto", "english"])
+def test_a_beir_corpus_is_parsed_once_for_its_index_and_not_again(tmp_path, monkeypatch,
+                                                                   tokenizer):
+    """A cached index needs only the corpus's digest; a bad corpus fails before any cache
+    entry is made for it, whether or not its script is scanned first (tokenizer auto)."""
+    from kebab_mlflow.pipeline import corpus
+
+    config = build_config(overrides={"lexical.tokenizer": tokenizer})
+    bad = write(tmp_path / "bad" / "corpus.jsonl", beir_lines({"_id": "1", "text": "a"}) + "{\n")
+    with pytest.raises(CorpusError, match="invalid BEIR corpus") as info:
+        build_pipeline(config, bad)
+    assert str(info.value.problems[0]).startswith(f"{bad}:2: not a BEIR record")
+    assert not (tmp_path / ".kebab-cache").exists()
+
+    good = write(tmp_path / "good" / "corpus.jsonl",
+                 beir_lines({"_id": "d1", "text": "alpha beta"}, {"_id": "d2", "text": "gamma"}))
+    parsed = []
+    parse = corpus._parse_beir
+    monkeypatch.setattr(corpus, "_parse_beir", lambda *a: parsed.append(a) or parse(*a))
+    first = build_pipeline(config, good)
+    corpus._PARSED_BEIR.clear()  # as a new process finds it
+    second = build_pipeline(config, good)
+    assert len(parsed) == 1
+    assert second.folder == first.folder
+    assert second.search("gamma", 2) == first.search("gamma", 2)
+    assert [d.doc_id for d in second.corpus.documents] == ["d1", "d2"]  # parsed when read
+    assert len(parsed) == 2
+
+
 def test_the_index_is_cached_and_a_second_build_loads_it(tmp_path, monkeypatch):
     from kebab_mlflow.pipeline.backends import lexical
 

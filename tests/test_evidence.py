@@ -204,8 +204,8 @@ def test_chunk_spans_point_at_the_text_each_chunk_holds():
 
 
 def test_offsets_are_into_the_beir_text_not_the_title(tmp_path):
-    corpus = Corpus(source="x", digest="0", documents=(
-        Document("p1", "First paragraph here.\n\nSecond one.", "A Title"),))
+    documents = (Document("p1", "First paragraph here.\n\nSecond one.", "A Title"),)
+    corpus = Corpus(source="x", digest="0", read=lambda: documents)
     [spans] = list(chunk_spans(corpus, ChunkerConfig("document", 800, 100)))
     assert spans.spans == ((0, len(corpus.documents[0].text)),)
 
