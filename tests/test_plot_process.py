@@ -109,3 +109,71 @@ def test_a_run_logs_the_plot_drawn_here_whether_drawn_aside_or_not(tmp_path, sto
                                                           str(tmp_path / "a"))).read_text())
     plots.metric_vs_k(aggregate["overall"], tmp_path / "here.png", "p")
     assert png.read_bytes() == (tmp_path / "here.png").read_bytes()
+
+
+def test_plots_not_drawn_when_publishing_fails_are_drawn_by_upload(tmp_path, store_uri,
+                                                                   monkeypatch):
+    """The manifest is written while the plot process draws (app/run.py finish_run): a run
+    whose store fails before the PNGs are awaited keeps a folder without them (the process
+    is ended before the folder moves), and ``upload`` draws and logs the bytes drawn here;
+    a half-written PNG (a dot file) is not logged."""
+    import errno
+
+    from kebab_mlflow.app import run as log
+    from kebab_mlflow.app.run import RunOptions, execute, upload
+    from kebab_mlflow.errors import TrackingError
+
+    ended = []
+    monkeypatch.setattr(plots.PlotProcess, "start", lambda self: None)  # never handed over
+    real_close, real_checkpoint = plots.PlotProcess.close, log.checkpoint
+    monkeypatch.setattr(plots.PlotProcess, "close",
+                        lambda self: ended.append(self._proc is not None) or real_close(self))
+
+    def lost(name: str) -> None:
+        if name == "dataset-logged":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_checkpoint(name)
+
+    monkeypatch.setattr(log, "checkpoint", lost)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(TrackingError, match="results kept in"):
+        execute(RunOptions(golden=str(GOLDEN), corpus=str(KB), run_name="p",
+                           tracking_uri=store_uri, plots_aside=True))
+    assert ended[0] is True  # the live process was ended before the folder was kept
+    monkeypatch.undo()
+    (folder,) = (tmp_path / "kebab-recovery").iterdir()
+    assert not list(folder.glob("*.png"))
+    (folder / ".metric_vs_k.png.part").write_bytes(b"\x89PNG half")
+    run_id = upload(folder)
+    client = mlflow_client(store_uri)
+    logged = {a.path for a in client.list_artifacts(run_id)}
+    assert {"metric_vs_k.png", "aggregate.json"} <= logged
+    assert not any(name.startswith(".") for name in logged)
+    png = Path(client.download_artifacts(run_id, "metric_vs_k.png", str(tmp_path / "a")))
+    aggregate = json.loads(Path(client.download_artifacts(run_id, "aggregate.json",
+                                                          str(tmp_path / "a"))).read_text())
+    plots.metric_vs_k(aggregate["overall"], tmp_path / "here.png", "p")
+    assert png.read_bytes() == (tmp_path / "here.png").read_bytes()
+
+
+def test_the_run_publishes_while_the_plots_are_drawn(tmp_path, store_uri, monkeypatch):
+    """The jobs are handed over before the manifest is written and awaited only after the
+    metrics are logged: drawing overlaps the first publishing steps."""
+    from kebab_mlflow.app import run as log
+    from kebab_mlflow.app.run import RunOptions, execute
+
+    events = []
+    real_start, real_finish, real_checkpoint = (plots.PlotProcess.start,
+                                                plots.PlotProcess.finish, log.checkpoint)
+    monkeypatch.setattr(plots.PlotProcess, "start",
+                        lambda self: events.append("start") or real_start(self))
+    monkeypatch.setattr(plots.PlotProcess, "finish",
+                        lambda self: events.append("finish") or real_finish(self))
+    monkeypatch.setattr(log, "checkpoint", lambda name: events.append(name) or
+                        real_checkpoint(name))
+    execute(RunOptions(golden=str(GOLDEN), corpus=str(KB), run_name="p",
+                       tracking_uri=store_uri, plots_aside=True))
+    order = [e for e in events if e in ("start", "finish", "manifest-written",
+                                        "metrics-logged", "artifacts-logged")]
+    assert order == ["start", "manifest-written", "metrics-logged", "finish",
+                     "artifacts-logged"]

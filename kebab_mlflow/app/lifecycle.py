@@ -157,10 +157,19 @@ class Manifest(TypedDict):
     dataset: dict[str, Any]  # tracking.layout.golden_dataset
     model: NotRequired[dict[str, Any] | None]  # tracking.layout.pipeline_model; older: absent
     traces: NotRequired[int]
+    # [kind, args] of each plot, its "path" a file name in the folder: publishing draws one
+    # whose PNG is missing (the plot process was still drawing when the run was stopped)
+    plots: NotRequired[list[list[Any]]]
 
 
 def _finite(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _plots_ok(value: list[Any]) -> bool:
+    return all(isinstance(job, list) and len(job) == 2 and isinstance(job[0], str)
+               and isinstance(job[1], dict) and isinstance(path := job[1].get("path"), str)
+               and path == Path(path).name and path.endswith(".png") for job in value)
 
 
 def _dataset_ok(value: dict[str, Any]) -> bool:
@@ -182,6 +191,8 @@ MANIFEST_FIELDS = (
           check=lambda v: all(map(_finite, v.values())), help="the headline metrics"),
     Field(name="tags", what="map names to strings", types=(dict,), required=True,
           items=(str,), help="the run's tags"),
+    Field(name="plots", what="list [kind, args] pairs, each path a .png file name",
+          types=(list,), check=_plots_ok, help="the plots the folder should hold"),
     Field(name="dataset", what="hold 'name', 'digest' and 'tags'", types=(dict,),
           required=True, check=_dataset_ok, help="the golden set as an MLflow dataset"),
 )

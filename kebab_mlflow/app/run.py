@@ -237,7 +237,7 @@ def _execute(options: RunOptions, on_status: Callable[[str], None],
         return tracker.start_run(experiment_id, run_name, tags,
                                  parent_run_id=options.parent_run_id)
 
-    with run_guard(tracker, start) as (run_id, workdir):
+    with run_guard(tracker, start, plotter) as (run_id, workdir):
         checkpoint("run-started")
         tracker.log_batch(run_id, params=_params_before_results(prepared, options))
         checkpoint("params-logged")
@@ -283,13 +283,15 @@ def _import_store_meanwhile(tracking_uri: str | None) -> threading.Thread:
 
 
 @contextlib.contextmanager
-def run_guard(tracker: Tracker, start: Callable[[], str]) -> Iterator[tuple[str, Path]]:
+def run_guard(tracker: Tracker, start: Callable[[], str],
+              plotter: PlotProcess | None = None) -> Iterator[tuple[str, Path]]:
     """(run id, work folder) of a run started by ``start``, through the one run lifecycle
     (:mod:`kebab_mlflow.app.lifecycle`): a signal at any moment ends it KILLED, an error
     FAILED, and its work folder is removed — or kept for ``kebab-mlflow upload`` once the
-    manifest is written."""
-    with run_lifecycle(tracker, start, Lifecycle(what="run",
-                                                 workdir_root=cache_root() / "work")) as live:
+    manifest is written; ``plotter`` is ended first, so nothing writes into the folder."""
+    lifecycle = Lifecycle(what="run", workdir_root=cache_root() / "work",
+                          on_stop=plotter.close if plotter is not None else lambda: None)
+    with run_lifecycle(tracker, start, lifecycle) as live:
         assert live.workdir is not None
         yield live.run_id, live.workdir
 
@@ -349,12 +351,14 @@ def finish_run(tracker: Tracker, run_id: str, experiment_id: str, result: EvalRe
                plotter: PlotProcess | None = None) -> dict[str, float]:
     """Write the outputs and the manifest into the work folder, publish it, end the run; keep
     the folder for ``kebab-mlflow upload`` if the store is lost on the way. ``plotter``: the
-    plots are drawn there (evaluation/plots.py) while the rest is written."""
+    plots are drawn there (evaluation/plots.py) while the manifest is written and the dataset,
+    model and metrics logged (a cached SciFact run waited ~0.3 s for them before); the
+    manifest lists them, so a folder kept before they were done has them drawn by ``upload``."""
     from kebab_mlflow.tracking.store import describe_uri
 
     t_out = time.perf_counter()
     params = result.params()
-    write_outputs(workdir, title, params, result.aggregate, plotter)
+    plots = write_outputs(workdir, title, params, result.aggregate, plotter)
     traced = write_traces(workdir / TRACES, result, publishing)
     outputs_s = time.perf_counter() - t_out
     checkpoint("outputs-written")
@@ -375,13 +379,12 @@ def finish_run(tracker: Tracker, run_id: str, experiment_id: str, result: EvalRe
         "dataset": golden_dataset(result.golden),
         "model": pipeline_model(result),
         "traces": traced,
+        "plots": plots,
     }
-    if plotter is not None:
-        plotter.finish()  # the PNGs are in the folder before the manifest says it is whole
     (workdir / MANIFEST).write_text(json.dumps(manifest, indent=1))
     checkpoint("manifest-written")
     t_log = time.perf_counter()
-    _publish_or_keep(tracker, run_id, workdir)
+    _publish_or_keep(tracker, run_id, workdir, plotter)
     checkpoint("published")
     shutil.rmtree(workdir, ignore_errors=True)
     return {"outputs_s": outputs_s, "mlflow_logging_s": time.perf_counter() - t_log}
@@ -392,12 +395,15 @@ def _summary_markdown(aggregate: Aggregate) -> str:
     return summary_table(summary, list(summary))
 
 
-def _publish_or_keep(tracker: Tracker, run_id: str, workdir: Path) -> None:
+def _publish_or_keep(tracker: Tracker, run_id: str, workdir: Path,
+                     plotter: PlotProcess | None = None) -> None:
     try:
-        publish(tracker, workdir)
+        publish(tracker, workdir, plotter)
     except KebabError:
         raise
     except Exception as exc:  # noqa: BLE001 - server lost mid-run: keep everything
+        if plotter is not None:
+            plotter.close()  # nothing writes into the folder as it moves; upload draws
         recovery = keep_for_recovery(workdir)
         raise TrackingError(
             f"lost the tracking store while publishing run {run_id} ({type(exc).__name__}: "
@@ -422,32 +428,42 @@ def gist(text: str, limit: int = GIST_CHARS) -> str:
 
 
 def write_outputs(workdir: Path, title: str, params: Mapping[str, Any],
-                  aggregate: Aggregate, plotter: PlotProcess | None = None) -> None:
-    """aggregate.json, report.md and the plots: drawn here, or queued on ``plotter`` (whose
-    ``finish`` the caller awaits)."""
-    from kebab_mlflow.evaluation import plots
-
+                  aggregate: Aggregate, plotter: PlotProcess | None = None) -> list[list[Any]]:
+    """aggregate.json, report.md and the plots: drawn here, or handed to ``plotter``, which
+    draws them while the run publishes (:func:`publish` awaits them). The plot jobs, each
+    path a file name in ``workdir`` (the manifest's ``plots``)."""
     (workdir / "aggregate.json").write_text(aggregate.to_json())
     (workdir / "report.md").write_text(run_report(title, params, aggregate))
-    jobs: list[tuple[str, dict[str, Any]]] = [("metric_vs_k", {
-        "overall": dict(aggregate.overall), "path": str(workdir / "metric_vs_k.png"),
-        "title": title})]
+    jobs: list[list[Any]] = [["metric_vs_k", {
+        "overall": dict(aggregate.overall), "path": "metric_vs_k.png", "title": title}]]
     if aggregate.reliability_bins:
-        jobs.append(("reliability_diagram", {
+        jobs.append(["reliability_diagram", {
             "bins": [list(b) for b in aggregate.reliability_bins],
-            "path": str(workdir / "reliability_diagram.png"),
-            "title": f"{title}: confidence vs accuracy"}))
+            "path": "reliability_diagram.png", "title": f"{title}: confidence vs accuracy"}])
+    if plotter is None:
+        draw_missing(workdir, jobs)
+    else:
+        for kind, args in jobs:
+            plotter.draw(kind, **{**args, "path": str(workdir / args["path"])})
+        plotter.start()
+    return jobs
+
+
+def draw_missing(folder: Path, jobs: Sequence[Sequence[Any]]) -> None:
+    """Draw here each plot of ``jobs`` whose PNG ``folder`` does not hold."""
+    from kebab_mlflow.evaluation import plots
+
     for kind, args in jobs:
-        if plotter is not None:
-            plotter.draw(kind, **args)
-        else:
-            plots.draw(kind, args)
+        if not (folder / args["path"]).is_file():
+            plots.draw(kind, {**args, "path": str(folder / args["path"])})
 
 
-def publish(tracker: Tracker, workdir: Path) -> None:
+def publish(tracker: Tracker, workdir: Path, plotter: PlotProcess | None = None) -> None:
     """Log dataset, model, metrics, artifacts, tables, traces and final tags from a work
     folder, then finish the run. The dataset and the model come first so that the metrics can
-    name them; the headline metrics are the first (by default the only) metrics logged.
+    name them; the headline metrics are the first (by default the only) metrics logged. The
+    plots are awaited (``plotter``, drawing meanwhile) or drawn (those the manifest lists
+    that the folder lacks) just before the artifacts.
 
     Every step first looks at what the run holds already, so publishing again (``upload``
     of a folder kept after a failure at any step) finishes the same run exactly once: one
@@ -467,8 +483,12 @@ def publish(tracker: Tracker, workdir: Path) -> None:
                                   "mlflow.note.content": manifest["description"]},
                             model_id=model_id, dataset=(ds["name"], ds["digest"][:36]))
     checkpoint("metrics-logged")
+    if plotter is not None:
+        plotter.finish()
+    draw_missing(workdir, manifest.get("plots", []))
     for f in sorted(workdir.iterdir()):
-        if f.name not in (MANIFEST, TRACES) and f.is_file():
+        # a dot file: a PNG a stopped plot process left half-written (drawn again above)
+        if f.name not in (MANIFEST, TRACES) and not f.name.startswith(".") and f.is_file():
             tracker.log_artifact(run_id, f)  # the same path again: the file is replaced whole
     checkpoint("artifacts-logged")
     aggregate = Aggregate.from_json((workdir / "aggregate.json").read_bytes())

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import subprocess
 import sys
@@ -28,6 +29,16 @@ def _figure(**kwargs: Any) -> Any:
     fig = Figure(**kwargs)
     FigureCanvasAgg(fig)
     return fig
+
+
+def _save(fig: Any, path: Path) -> None:
+    """The PNG written aside and renamed: a plot process killed mid-write (the run was
+    interrupted) leaves no half PNG under the plot's name, only a dot file that publishing
+    skips (app/run.py ``publish`` then draws the plot again)."""
+    path = Path(path)
+    aside = path.with_name(f".{path.name}.part")
+    fig.savefig(aside, dpi=110, format="png")
+    os.replace(aside, path)
 
 
 _AT_K = re.compile(r"^(hit|precision|recall|ndcg)_at_(\d+)(?:_(chunk|doc))?$")
@@ -58,7 +69,7 @@ def metric_vs_k(overall: Mapping[str, float | None], path: Path, title: str) -> 
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, ncol=2)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    _save(fig, path)
     return True
 
 
@@ -87,7 +98,7 @@ def reliability_diagram(bins: Sequence[tuple[float, float | None, float | None, 
     ax_n.set_ylabel("cases")
     ax_n.set_xlim(0, 1)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    _save(fig, path)
 
 
 def bar_with_ci(rows: Sequence[tuple[str, float | None, float | None, float | None]],
@@ -105,7 +116,7 @@ def bar_with_ci(rows: Sequence[tuple[str, float | None, float | None, float | No
     ax.set_ylim(0, 1.05)
     ax.tick_params(axis="x", rotation=30)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    _save(fig, path)
 
 
 def optimization_history(values: Sequence[float | None], path: Path, title: str,
@@ -130,20 +141,21 @@ def optimization_history(values: Sequence[float | None], path: Path, title: str,
     ax.set_title(title)
     ax.legend(loc="best")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    _save(fig, path)
 
 
 PLOT_TIMEOUT_S = 300  # a plot process not done by then is killed and the plots drawn here
 
 
 class PlotProcess:
-    """A second Python process that imports matplotlib at once, then draws the jobs written
-    to it (:meth:`draw`) and exits. Its stdin closing unanswered (the run failed or was
-    killed) ends it too."""
+    """A second Python process that imports matplotlib at once, then draws the jobs handed to
+    it (:meth:`draw`, :meth:`start`) and exits. Its stdin closing unanswered (the run failed
+    or was killed) ends it too."""
 
     def __init__(self) -> None:
         self._proc: subprocess.Popen[bytes] | None = None
         self._jobs: list[tuple[str, dict[str, Any]]] = []
+        self._started = False
         try:
             # -P: not the working folder first on sys.path (it may hold another kebab_mlflow)
             self._proc = subprocess.Popen(
@@ -157,32 +169,43 @@ class PlotProcess:
         """Queue the plot ``kind`` (:func:`draw`'s) of ``args`` (JSON values; paths as str)."""
         self._jobs.append((kind, args))
 
+    def start(self) -> None:
+        """Hand the queued jobs over: the process draws them while the caller goes on."""
+        self._started = True
+        if self._proc is not None and not _handed_over(self._proc, self._jobs):
+            self.close()  # died before reading (a broken pipe): finish() draws them here
+
     def finish(self) -> None:
-        """Hand the queued jobs over and wait for the PNGs; draw them here instead if the
-        process failed."""
+        """Wait for the PNGs of the jobs (handed over now if :meth:`start` was not called);
+        draw here those the process did not (it failed, hung or never started)."""
+        if not self._started:
+            self.start()
         proc, jobs, self._proc, self._jobs = self._proc, self._jobs, None, []
-        if proc is None or not _handed_over(proc, jobs):  # never started, or failed
-            for kind, args in jobs:
+        if proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(PLOT_TIMEOUT_S)
+            _ended(proc)
+        for kind, args in jobs:
+            if not Path(args["path"]).is_file():
                 draw(kind, args)
 
     def close(self) -> None:
-        """End the process without drawing (the run ended another way)."""
+        """End the process, drawn or not (the run ended another way, or it died)."""
         proc, self._proc = self._proc, None
         if proc is not None:
             _ended(proc)
 
 
 def _handed_over(proc: subprocess.Popen[bytes], jobs: list[tuple[str, dict[str, Any]]]) -> bool:
-    """Whether ``proc`` drew ``jobs``: written to its stdin, then awaited (ended either way)."""
+    """Whether ``jobs`` were written to ``proc``'s stdin (then closed: the process draws them
+    and exits)."""
     try:
         assert proc.stdin is not None
         proc.stdin.write(json.dumps(jobs).encode())
         proc.stdin.close()
-        return proc.wait(PLOT_TIMEOUT_S) == 0
-    except (OSError, subprocess.TimeoutExpired):  # died before reading (a broken pipe), hung
+        return True
+    except OSError:  # it died before reading (a broken pipe)
         return False
-    finally:
-        _ended(proc)
 
 
 def _ended(proc: subprocess.Popen[bytes]) -> None:
