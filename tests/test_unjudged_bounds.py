@@ -377,7 +377,7 @@ def test_coded_optimistic_rows_equal_the_rescores_compact_rows(tmp_path):
         golden, ((line["id"], rankings[line["id"]]) for line in lines), 10))
     names = {"ndcg_at_10_doc", "mrr", "mrr_doc", "map_doc", "r_precision_doc",
              "precision_at_1_doc", "recall_at_10", "contains_all"}
-    coded = coded_compact(_coded(lines), optimistic, params, {}, names)
+    coded = coded_compact(_coded(lines), optimistic, params, names)
     assert coded is not None and recorded.golden.queries
     by_hits = rescore(RecordedRun(run_id="s", rows=rows, params=params), optimistic,
                       intersect=True).result
@@ -386,4 +386,4 @@ def test_coded_optimistic_rows_equal_the_rescores_compact_rows(tmp_path):
     assert sum(r.score("map_doc") is not None for r in coded) > 200
     # a hit that is a chunk of its document: the rescore's Hit path
     lines[0]["hits"][0]["chunk_id"] += "#0"
-    assert coded_compact(_coded(lines), optimistic, params, {}, names) is None
+    assert coded_compact(_coded(lines), optimistic, params, names) is None

@@ -113,7 +113,7 @@ class _Chunk:
         if self.lines is not None:
             if not self.lines:
                 return ()
-            coded = coded_compact(self.lines, golden, self.side.params, self.side.tags, names)
+            coded = coded_compact(self.lines, golden, self.side.params, names)
             if coded is not None:
                 return tuple(coded)
             self.rows = list(self.side.full_rows(self.ids))

@@ -15,19 +15,20 @@ None and is rescored (evaluation/rescore.py).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from kebab_mlflow import vocabulary as vocab
 from kebab_mlflow.evaluation.coded import code_rankings, coded_tables
 from kebab_mlflow.evaluation.evaluate import with_ask
-from kebab_mlflow.evaluation.per_query import CompactRow, PerQueryRow, record
+from kebab_mlflow.evaluation.per_query import CompactRow
 from kebab_mlflow.evaluation.rescore import ask_override, rescore_cutoffs
 from kebab_mlflow.golden import GoldenQuery, GoldenSet
+from kebab_mlflow.metrics.answers import abstention_outcome
 from kebab_mlflow.metrics.scoring import first_relevant_ranks, table_scores
-from kebab_mlflow.records import Hit, QueryResult
+from kebab_mlflow.records import Hit
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -52,8 +53,7 @@ class CodedLine:
         return cls(id=line.id, doc_ids=doc_ids, top=top, plain=line.plain_with(doc_ids))
 
 
-def coded_compact(lines: Sequence[CodedLine], golden: GoldenSet,
-                  params: Mapping[str, str], tags: Mapping[str, str],
+def coded_compact(lines: Sequence[CodedLine], golden: GoldenSet, params: Mapping[str, str],
                   names: Collection[str]) -> list[CompactRow] | None:
     """The rows of :func:`rescore` (intersect) of ``lines`` under ``golden``, read back
     compact with only ``names``; None when some line needs the rescore's Hit path."""
@@ -69,23 +69,25 @@ def coded_compact(lines: Sequence[CodedLine], golden: GoldenSet,
     scores = table_scores(tables, judged, k, rescore_cutoffs(params))
     scores["no_hit_rate"] = ((codes >= 0).sum(axis=1) == 0).astype(float)
     scores["error_rate"] = np.zeros(len(rows))
-    ranks = {level: v.tolist() for level, v in first_relevant_ranks(tables).items()}
-    columns = {name: v.tolist() for name, v in scores.items()}
-    private = tags.get(vocab.PRIVATE) == "true"
-    return [_compact(q, line, {n: c[i] for n, c in columns.items()},
-                     {level: v[i] for level, v in ranks.items()}, private, names)
+    # what record() writes of them (NaN as null, ranks as ints), only the scores kept
+    kept = [name for name in scores if name in names]
+    columns = [[None if math.isnan(v) else v for v in scores[name].tolist()] for name in kept]
+    ranks = {level: [None if math.isnan(r) else int(r) for r in v.tolist()]
+             for level, v in first_relevant_ranks(tables).items()}
+    return [_compact(q, line, dict(zip(kept, (c[i] for c in columns), strict=True)),
+                     {level: v[i] for level, v in ranks.items()})
             for i, (q, line) in enumerate(zip(queries, rows, strict=True))]
 
 
-def _compact(query: GoldenQuery, coded: CodedLine, scores: Mapping[str, float],
-             ranks: Mapping[str, float], private: bool, names: Collection[str]) -> CompactRow:
-    """The compact row of the line the rescore writes for ``coded``: :func:`record` of its
-    hit-less result (scores, ranks and abstention as written), its first hit as recorded."""
-    line = record(query, QueryResult(query_id=query.id, hits=(), answer=None, latency_ms=0.0),
-                  scores, private, ranks)
-    row = PerQueryRow(id=query.id, query=None, hits=coded.top, answer=None,
-                      scores=line["scores"], latency_ms=0.0, error=None,
-                      first_relevant_rank=line["first_relevant_rank"],
-                      abstention=line.get("abstention"))
-    # offset 0: the optimistic sides have no source file to read whole rows from
-    return CompactRow(row, 0, keep_query=False, names=names)
+def _compact(query: GoldenQuery, coded: CodedLine, scores: Mapping[str, float | None],
+             ranks: Mapping[str, int | None]) -> CompactRow:
+    """The compact row of the line the rescore writes for ``coded`` (:func:`record` of its
+    hit-less result: these scores and ranks, its abstention), its first hit as recorded; no
+    query text, offset 0 (the optimistic sides have no file to read whole rows from)."""
+    outcome = abstention_outcome(query, None)
+    top = coded.top[0] if coded.top else None
+    return CompactRow(id=query.id, query=None, scores=scores, first_relevant_rank=ranks,
+                      abstention=None if outcome is None else str(outcome), flip_rate=None,
+                      has_evidence=False, has_hits=top is not None,
+                      top_score=None if top is None else float(top.score), refused=None,
+                      offset=0)

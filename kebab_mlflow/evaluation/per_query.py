@@ -344,26 +344,40 @@ class CompactRow:
     __slots__ = ("_names", "_nones", "_values", "abstention", "first_relevant_rank", "flip_rate",
                  "has_evidence", "has_hits", "id", "offset", "query", "refused", "top_score")
 
-    def __init__(self, row: PerQueryRow, offset: int, keep_query: bool = True,
+    def __init__(self, *, id: str, query: str | None, scores: Mapping[str, float | None],
+                 first_relevant_rank: Mapping[str, int | None] | None, abstention: str | None,
+                 flip_rate: float | None, has_evidence: bool, has_hits: bool,
+                 top_score: float | None, refused: bool | None, offset: int,
                  names: Collection[str] | None = None):
-        self.id = row.id
-        self.query = row.query if keep_query else None
-        kept = tuple(n for n in row.scores if names is None or n in names)
+        """``names``: keep only these of ``scores``."""
+        self.id = id
+        self.query = query
+        kept = tuple(n for n in scores if names is None or n in names)
         index = _NAMES.get(kept)
         if index is None:
             index = _NAMES.setdefault(kept, {n: i for i, n in enumerate(kept)})
         self._names = index
-        values = [row.scores[n] for n in kept]
+        values = [scores[n] for n in kept]
         self._values = array("d", [math.nan if v is None else v for v in values])
         self._nones = sum(1 << i for i, v in enumerate(values) if v is None)
-        self.first_relevant_rank = _shared_ranks(row.first_relevant_rank)
-        self.abstention = row.abstention
-        self.flip_rate = row.flip_rate
-        self.has_evidence = row.evidence is not None
-        self.has_hits = bool(row.hits)
-        self.top_score = row.top_score
-        self.refused = row.refused
+        self.first_relevant_rank = _shared_ranks(first_relevant_rank)
+        self.abstention = abstention
+        self.flip_rate = flip_rate
+        self.has_evidence = has_evidence
+        self.has_hits = has_hits
+        self.top_score = top_score
+        self.refused = refused
         self.offset = offset
+
+    @classmethod
+    def of(cls, row: PerQueryRow, offset: int, keep_query: bool = True,
+           names: Collection[str] | None = None) -> CompactRow:
+        """``row`` (the line at byte ``offset``) compact; its query text only if kept."""
+        return cls(id=row.id, query=row.query if keep_query else None, scores=row.scores,
+                   first_relevant_rank=row.first_relevant_rank, abstention=row.abstention,
+                   flip_rate=row.flip_rate, has_evidence=row.has_evidence,
+                   has_hits=row.has_hits, top_score=row.top_score, refused=row.refused,
+                   offset=offset, names=names)
 
     def score(self, name: str) -> float | None:
         i = self._names.get(name)
@@ -405,7 +419,7 @@ def read_compact(path: Path, shown_as: str | None = None, keep_query: bool = Tru
         for lineno, raw in enumerate(fh, 1):
             if raw.strip():
                 row = _fast_compact_row(raw) or _row(raw, f"{where}:{lineno}", top_hit_only=True)
-                yield CompactRow(row, offset, keep_query, names)
+                yield CompactRow.of(row, offset, keep_query, names)
             offset += len(raw)
 
 
