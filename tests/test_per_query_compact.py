@@ -214,17 +214,22 @@ def _raw_lines(path: Path) -> list[bytes]:
 def test_the_msgspec_decoder_reads_every_good_line_as_the_checked_reader(fixture_runs,
                                                                          tmp_path):
     """The fast path (evaluation/line_decoding.py) takes every line of real runs and of the
-    edge cases — it is not falling back — and gives the checked reader's row, value and type."""
-    from kebab_mlflow.evaluation.per_query import _fast_compact_row, _row
+    edge cases — it is not falling back — and gives the checked reader's row, value and type,
+    with the top hit only (read_compact) or every hit (read_rows_at)."""
+    from kebab_mlflow.evaluation.per_query import _fast_row, _row, read_rows_at
 
     edge = tmp_path / "edge.jsonl"
     edge.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n"
                             for line in EDGE_LINES), encoding="utf-8")
     for path in (*(r.per_query_path for r in fixture_runs.values()), edge):
-        for raw in _raw_lines(path):
-            fast, checked = _fast_compact_row(raw), _row(raw, "x", top_hit_only=True)
-            assert fast == checked
-            assert [type(h.score) for h in fast.hits] == [type(h.score) for h in checked.hits]
+        for top_hit_only in (True, False):
+            for raw in _raw_lines(path):
+                fast, checked = _fast_row(raw, top_hit_only), _row(raw, "x", top_hit_only)
+                assert fast == checked
+                assert [type(h.score) for h in fast.hits] == [type(h.score)
+                                                              for h in checked.hits]
+        offsets = [r.offset for r in read_compact(path)][::-1]
+        assert list(read_rows_at(path, offsets)) == list(read_per_query(path))[::-1]
 
 
 BROKEN = [  # (key, value) put into a good line: each breaks one of per_query's _FIELDS rules
@@ -246,10 +251,10 @@ BROKEN = [  # (key, value) put into a good line: each breaks one of per_query's 
 def test_a_line_the_checked_reader_refuses_the_fast_one_refuses_too(tmp_path, key, value):
     """Never more lenient: each broken line is refused by the msgspec structs (so the checked
     path reads it) and read_compact reports what read_per_query reports."""
-    from kebab_mlflow.evaluation.per_query import _fast_compact_row
+    from kebab_mlflow.evaluation.per_query import _fast_row
 
     raw = json.dumps({**EDGE_LINES[2], key: value}).encode() + b"\n"
-    assert _fast_compact_row(raw) is None
+    assert _fast_row(raw) is None and _fast_row(raw, top_hit_only=True) is None
     path = tmp_path / "bad.jsonl"
     path.write_bytes(raw)
     with pytest.raises(PerQueryError) as whole:
@@ -262,9 +267,9 @@ def test_a_line_the_checked_reader_refuses_the_fast_one_refuses_too(tmp_path, ke
 @pytest.mark.parametrize("raw", [b"\xff\xfe{}\n", b"[1, 2]\n", b"{\"id\": \"q\"\n",
                                  b"[" * 100_000 + b"\n"])
 def test_undecodable_lines_fall_back_to_the_checked_errors(tmp_path, raw):
-    from kebab_mlflow.evaluation.per_query import _fast_compact_row
+    from kebab_mlflow.evaluation.per_query import _fast_row
 
-    assert _fast_compact_row(raw) is None
+    assert _fast_row(raw) is None
     path = tmp_path / "bad.jsonl"
     path.write_bytes(raw)
     with pytest.raises(PerQueryError) as compact:
