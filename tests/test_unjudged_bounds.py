@@ -384,6 +384,54 @@ def test_coded_optimistic_rows_equal_the_rescores_compact_rows(tmp_path):
     expected = list(read_compact(by_hits.per_query_path, keep_query=False, names=names))
     assert [_compact_fields(r) for r in coded] == [_compact_fields(r) for r in expected]
     assert sum(r.score("map_doc") is not None for r in coded) > 200
-    # a hit that is a chunk of its document: the rescore's Hit path
-    lines[0]["hits"][0]["chunk_id"] += "#0"
+    # a line with an answer: the rescore's Hit path
+    lines[0]["answer"] = {"text": "a", "citations": []}
+    assert coded_compact(_coded(lines), optimistic, params, names) is None
+
+
+def test_coded_optimistic_rows_of_chunk_hits_equal_the_rescores_compact_rows(tmp_path):
+    """Hits that are chunks (``d7#0``, ``d7#1``: a document more than once, doc metrics on
+    the order of first appearance) are scored from two code matrices, chunk and doc, as the
+    rescore scores them: chunk truth on some queries, hits past k, runs without hits."""
+    from kebab_mlflow.evaluation.bounds import optimistic_golden, unjudged_doc_ids
+    from kebab_mlflow.evaluation.optimistic import coded_compact
+    from kebab_mlflow.evaluation.per_query import read_compact
+
+    golden, rankings = _synthetic(40)
+    rng = np.random.default_rng(32)
+    hits = {qid: [(f"{d}#{j}", d) for d in docs for j in range(int(rng.integers(1, 3)))]
+            for qid, docs in rankings.items()}
+    for qid in list(hits)[::5]:  # interleaved: a document's second chunk further down
+        hits[qid] = hits[qid][::2] + hits[qid][1::2]
+    queries = [q if i % 4 else dataclasses.replace(q, expected_chunk_ids=tuple(
+        chunk for chunk, _ in hits[q.id][1:3])) for i, q in enumerate(golden.queries)]
+    golden = _golden(queries)
+    rows = tuple(PerQueryRow(
+        id=q, query=q, hits=tuple(Hit(rank=r, chunk_id=c, doc_id=d, score=float(80 - r))
+                                  for r, (c, d) in enumerate(h, 1)),
+        answer=None, scores={}, latency_ms=1.0, error=None) for q, h in hits.items())
+    params = {"k": "25", "cutoffs": "1,3,10"}
+    rescore(RecordedRun(run_id="s", rows=rows, params=params), golden, intersect=True,
+            per_query_path=tmp_path / "pq.jsonl")
+    lines = [json.loads(line) for line in (tmp_path / "pq.jsonl").read_text().splitlines()]
+    for line in lines:  # every hit back, past k, as a deeper run has them
+        line["hits"] = [{"rank": r, "chunk_id": c, "doc_id": d, "score": float(80 - r)}
+                        for r, (c, d) in enumerate(hits[line["id"]], 1)]
+    optimistic = optimistic_golden(golden, unjudged_doc_ids(
+        golden, ((line["id"], [d for _, d in hits[line["id"]]]) for line in lines), 10))
+    names = {"ndcg_at_10_doc", "mrr", "mrr_doc", "map_doc", "r_precision_doc", "hit_at_3",
+             "precision_at_1_doc", "recall_at_10", "recall_at_10_doc", "ndcg_at_10"}
+    coded_lines = _coded(lines)
+    assert sum(line.chunk_ids is not None for line in coded_lines) > 200
+    coded = coded_compact(coded_lines, optimistic, params, names)
+    assert coded is not None
+    by_hits = rescore(RecordedRun(run_id="s", rows=rows, params=params), optimistic,
+                      intersect=True).result
+    expected = list(read_compact(by_hits.per_query_path, keep_query=False, names=names))
+    assert [_compact_fields(r) for r in coded] == [_compact_fields(r) for r in expected]
+    assert sum(r.score("mrr") is not None for r in coded) > 50  # chunk truth was scored
+    assert any(r.score("mrr") for r in coded)
+    assert len({r.score("ndcg_at_10_doc") for r in coded}) > 100
+    # a chunk twice in one ranking: the Hit path's error, not codes
+    lines[1]["hits"].append(dict(lines[1]["hits"][0], rank=len(lines[1]["hits"]) + 1))
     assert coded_compact(_coded(lines), optimistic, params, names) is None

@@ -82,18 +82,21 @@ def code_rankings(rankings: Sequence[Sequence[str]], depth: int
 
 
 def coded_tables(batch: Sequence[GoldenQuery], codes: np.ndarray, doc_code: Mapping[str, int],
-                 depth: int) -> tuple[dict[str, RelevanceTable], RelevanceTable]:
-    """The chunk, doc and judged tables of :mod:`metrics.scoring` from codes. A run file's
-    hits are documents (chunk id = doc id, no repeats), so one code matrix serves all three;
-    the judgments are the same dicts ``retrieval_tables``/``judged_table`` build."""
+                 depth: int, chunks: tuple[np.ndarray, Mapping[str, int]] | None = None,
+                 ) -> tuple[dict[str, RelevanceTable], RelevanceTable]:
+    """The chunk, doc and judged tables of :mod:`metrics.scoring` from codes: ``codes``, the
+    doc rankings' (in order of first appearance); ``chunks``, the chunk rankings' codes and
+    their code of each chunk id — None where the hits are documents (a run file's: chunk id
+    = doc id, no repeats), so one code matrix serves all three. The judgments are the same
+    dicts ``retrieval_tables``/``judged_table`` build."""
+    chunk_codes, chunk_code = chunks if chunks is not None else (codes, doc_code)
     levels = {
-        "chunk": (q.chunk_grades for q in batch),
-        "doc": (q.relevant_doc_grades for q in batch),
-        "judged": (dict.fromkeys(q.expected_doc_ids, 1) for q in batch),
+        "chunk": (chunk_codes, chunk_code, (q.chunk_grades for q in batch)),
+        "doc": (codes, doc_code, (q.relevant_doc_grades for q in batch)),
+        "judged": (codes, doc_code, (dict.fromkeys(q.expected_doc_ids, 1) for q in batch)),
     }
-    tables = {level: RelevanceTable.from_codes(codes, *_judgments(judged, doc_code),
-                                               depth=depth)
-              for level, judged in levels.items()}
+    tables = {level: RelevanceTable.from_codes(matrix, *_judgments(judged, code), depth=depth)
+              for level, (matrix, code, judged) in levels.items()}
     judged = tables.pop("judged")
     return tables, judged
 

@@ -84,12 +84,17 @@ class CodedFields(msgspec.Struct):
     def plain_with(self, doc_ids: Sequence[str]) -> bool:
         """:attr:`plain`, given the hits' doc ids (list comprehensions: twice as fast as a
         generator per hit)."""
+        return self.scorable_with(doc_ids) and [h.chunk_id for h in self.hits] == list(doc_ids)
+
+    def scorable_with(self, chunk_ids: Sequence[str]) -> bool:
+        """Whether codes score the line as the rescore would (evaluation/optimistic.py): hits
+        only — no answer, error, evidence or repeats — each a distinct chunk, given their
+        chunk ids. A chunk twice is the Hit path's error."""
         if self.answer is not None or self.error is not None or self.evidence is not None \
                 or self.flip_rate is not None or self.repeats is not msgspec.UNSET \
                 or "contains_all" in self.scores:
             return False
-        return [h.chunk_id for h in self.hits] == list(doc_ids) \
-            and len(set(doc_ids)) == len(doc_ids)
+        return len(set(chunk_ids)) == len(chunk_ids)
 
 
 class ReplayFields(CodedFields):

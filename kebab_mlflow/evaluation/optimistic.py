@@ -1,4 +1,4 @@
-"""A recorded run's rows rescored from doc codes, compact: what ``compare --unjudged`` reads of
+"""A recorded run's rows rescored from codes, compact: what ``compare --unjudged`` reads of
 both runs under the optimistic judgments (comparison/unjudged.py), without the rescore's Hit
 path, its temporary ``per_query.jsonl`` and reading that back (issue 32: 237 s of a 100k-query
 compare's 290 s).
@@ -6,11 +6,12 @@ compare's 290 s).
 The rows come as :class:`CodedLine` records, each decoded from its line's bytes as it is read
 (:func:`per_query.read_lines_at`; msgspec, evaluation/line_decoding.py), so a chunk of 1,000
 lines holds 100 doc ids a line, not 1,000 parsed lines (~40 KB each). A chunk of rows is
-taken here only when the rescore would score it as a run file is scored — no answer scored,
-no error, no evidence, no repeats, every hit a document (chunk id = doc id, none twice) — so
-:mod:`evaluation.coded`'s tables give the rescore's scores and first relevant ranks exactly
-(``tests/test_run_target.py`` checks that path against the Hit path); any other chunk returns
-None and is rescored (evaluation/rescore.py).
+taken here only when the rescore would score it from its hits alone — no answer scored, no error, no evidence, no
+repeats, no chunk twice — so :mod:`evaluation.coded`'s tables give the rescore's scores and
+first relevant ranks exactly: from one code matrix where every hit is a document (a run file's:
+chunk id = doc id), else from two, the chunks' and the documents' in order of first appearance
+(``tests/test_run_target.py`` and ``tests/test_unjudged_bounds.py`` check both against the Hit
+path); any other chunk returns None and is rescored (evaluation/rescore.py).
 """
 
 from __future__ import annotations
@@ -27,19 +28,22 @@ from kebab_mlflow.evaluation.per_query import CompactRow
 from kebab_mlflow.evaluation.rescore import ask_override, rescore_cutoffs
 from kebab_mlflow.golden import GoldenQuery, GoldenSet
 from kebab_mlflow.metrics.answers import abstention_outcome
+from kebab_mlflow.metrics.retrieval import first_appearance
 from kebab_mlflow.metrics.scoring import first_relevant_ranks, table_scores
 from kebab_mlflow.records import Hit
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CodedLine:
-    """What the coded rescore reads of a line: its id, its hits' doc ids in rank order, its
-    first hit as recorded, and whether the rescore scores it as a run file's (``plain``)."""
+    """What the coded rescore reads of a line: its id, its hits' doc ids and chunk ids in rank
+    order (``chunk_ids`` None where each is its doc id: a run file's), its first hit as
+    recorded, and whether codes score it as the rescore would (``scorable``)."""
 
     id: str
     doc_ids: tuple[str, ...]
+    chunk_ids: tuple[str, ...] | None
     top: tuple[Hit, ...]
-    plain: bool
+    scorable: bool
 
     @classmethod
     def of(cls, raw: bytes) -> CodedLine:
@@ -50,7 +54,15 @@ class CodedLine:
         top = tuple(Hit(chunk_id=h.chunk_id, doc_id=h.doc_id, score=h.score, rank=h.rank)
                     for h in line.hits[:1])
         doc_ids = tuple([h.doc_id for h in line.hits])
-        return cls(id=line.id, doc_ids=doc_ids, top=top, plain=line.plain_with(doc_ids))
+        chunk_ids = tuple([h.chunk_id for h in line.hits])
+        return cls(id=line.id, doc_ids=doc_ids, chunk_ids=None if chunk_ids == doc_ids
+                   else chunk_ids, top=top, scorable=line.scorable_with(chunk_ids))
+
+    def doc_ranking(self, depth: int) -> tuple[str, ...]:
+        """The documents of the first ``depth`` hits in order of first appearance, as the doc
+        metrics rank them (metrics.scoring.retrieval_tables)."""
+        firsts = self.doc_ids[:depth]
+        return firsts if self.chunk_ids is None else tuple(first_appearance(firsts))
 
 
 def coded_compact(lines: Sequence[CodedLine], golden: GoldenSet, params: Mapping[str, str],
@@ -58,14 +70,19 @@ def coded_compact(lines: Sequence[CodedLine], golden: GoldenSet, params: Mapping
     """The rows of :func:`rescore` (intersect) of ``lines`` under ``golden``, read back
     compact with only ``names``; None when some line needs the rescore's Hit path."""
     k = int(params.get("k", "10"))
-    if k < 1 or not all(line.plain for line in lines):
+    if k < 1 or not all(line.scorable for line in lines):
         return None
     by_id = {line.id: line for line in lines}
     wanted = with_ask(golden.subset(set(by_id)), ask_override(params.get("ask")))
     queries = wanted.queries
     rows = [by_id[q.id] for q in queries]
-    codes, doc_code = code_rankings([line.doc_ids for line in rows], k)
-    tables, judged = coded_tables(queries, codes, doc_code, k)
+    doc_codes, doc_code = code_rankings([line.doc_ranking(k) for line in rows], k)
+    if all(line.chunk_ids is None for line in rows):  # hits are documents: one code matrix
+        codes, chunks = doc_codes, None
+    else:
+        codes, chunk_code = code_rankings([line.chunk_ids or line.doc_ids for line in rows], k)
+        chunks = (codes, chunk_code)
+    tables, judged = coded_tables(queries, doc_codes, doc_code, k, chunks)
     scores = table_scores(tables, judged, k, rescore_cutoffs(params))
     scores["no_hit_rate"] = ((codes >= 0).sum(axis=1) == 0).astype(float)
     scores["error_rate"] = np.zeros(len(rows))
