@@ -6,12 +6,13 @@ compare's 290 s).
 The rows come as :class:`CodedLine` records, each decoded from its line's bytes as it is read
 (:func:`per_query.read_lines_at`; msgspec, evaluation/line_decoding.py), so a chunk of 1,000
 lines holds 100 doc ids a line, not 1,000 parsed lines (~40 KB each). A chunk of rows is
-taken here only when the rescore would score it from its hits alone — no answer scored, no error, no evidence, no
-repeats, no chunk twice — so :mod:`evaluation.coded`'s tables give the rescore's scores and
-first relevant ranks exactly: from one code matrix where every hit is a document (a run file's:
-chunk id = doc id), else from two, the chunks' and the documents' in order of first appearance
-(``tests/test_run_target.py`` and ``tests/test_unjudged_bounds.py`` check both against the Hit
-path); any other chunk returns None and is rescored (evaluation/rescore.py).
+taken here only when the rescore would score it from its hits alone — no answer scored, no
+error, no evidence, no repeats, no chunk twice — so :mod:`evaluation.coded`'s tables give the
+rescore's scores and first relevant ranks exactly: from one code matrix where every hit is a
+document (a run file's: chunk id = doc id), else from two, the chunks' and the documents' in
+order of first appearance (``tests/test_run_target.py`` and ``tests/test_unjudged_bounds.py``
+check both against the Hit path); any other chunk returns None and is rescored
+(evaluation/rescore.py).
 """
 
 from __future__ import annotations
