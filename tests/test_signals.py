@@ -10,6 +10,7 @@ the tests run the points of the window after the query loop, where runs used to 
 from __future__ import annotations
 
 import signal
+from pathlib import Path
 
 import pytest
 
@@ -196,3 +197,35 @@ def test_a_signal_while_compare_records_its_verdict_leaves_all_of_it(tmp_path, s
         assert {a.path for a in client.list_artifacts(candidate, "compare")} == {
             "compare/report.md", "compare/compare.json"}
         assert run.data.tags["kebab.compared_to"] == ids[0] and "kebab.verdict" in run.data.tags
+
+
+def test_a_run_stopped_while_its_plots_are_drawn_uploads_them_whole(tmp_path, store_uri):
+    """SIGTERM once the manifest is written, the plot process perhaps still drawing (they
+    overlap since issue 32): the process is ended before the folder is kept, and `upload`
+    logs every plot the manifest lists, the bytes drawn here, and no half-written file."""
+    import json
+
+    from kebab_mlflow.app.run import upload
+    from kebab_mlflow.evaluation import plots
+    from tests.conftest import mlflow_client
+
+    Tracker(store_uri)
+    folder = tmp_path / "plots"
+    proc, marker = faultpoints.start_run("manifest-written", folder, store_uri)
+    faultpoints.wait_for(marker, proc)
+    proc.send_signal(signal.SIGTERM)
+    got = faultpoints.outcome(proc, folder, store_uri)
+    assert faultpoints.problems("manifest-written", got) == [], got.stderr[-1500:]
+    (kept,) = (folder / "kebab-recovery").iterdir()
+    jobs = json.loads((kept / "manifest.json").read_text())["plots"]
+    assert [kind for kind, _ in jobs][:1] == ["metric_vs_k"]
+    for kind, args in jobs:  # what upload must log: drawn here from the manifest's jobs
+        plots.draw(kind, {**args, "path": str(tmp_path / args["path"])})
+    run_id = upload(kept)
+    client = mlflow_client(store_uri)
+    assert client.get_run(run_id).info.status == "FINISHED"
+    logged = {a.path for a in client.list_artifacts(run_id)}
+    assert not any(name.startswith(".") for name in logged)
+    for _, args in jobs:
+        png = Path(client.download_artifacts(run_id, args["path"], str(tmp_path / "logged")))
+        assert png.read_bytes() == (tmp_path / args["path"]).read_bytes()
