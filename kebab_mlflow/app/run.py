@@ -450,12 +450,11 @@ def write_outputs(workdir: Path, title: str, params: Mapping[str, Any],
 
 
 def draw_missing(folder: Path, jobs: Sequence[Sequence[Any]]) -> None:
-    """Draw here each plot of ``jobs`` whose PNG ``folder`` does not hold."""
+    """Draw here each plot of ``jobs`` (paths: file names in ``folder``) it does not hold."""
     from kebab_mlflow.evaluation import plots
 
-    for kind, args in jobs:
-        if not (folder / args["path"]).is_file():
-            plots.draw(kind, {**args, "path": str(folder / args["path"])})
+    plots.draw_missing((kind, {**args, "path": str(folder / args["path"])})
+                       for kind, args in jobs)
 
 
 def publish(tracker: Tracker, workdir: Path, plotter: PlotProcess | None = None) -> None:

@@ -76,14 +76,9 @@ class CodedFields(msgspec.Struct):
     flip_rate: Any = None
     repeats: Any = msgspec.UNSET
 
-    @property
-    def plain(self) -> bool:
-        """A line the rescore scores as a run file's: hits only, each a distinct document."""
-        return self.plain_with([h.doc_id for h in self.hits])
-
     def plain_with(self, doc_ids: Sequence[str]) -> bool:
-        """:attr:`plain`, given the hits' doc ids (list comprehensions: twice as fast as a
-        generator per hit)."""
+        """A line the rescore scores as a run file's: hits only, each a distinct document,
+        given the hits' doc ids (list comprehensions: twice as fast as a generator per hit)."""
         return self.scorable_with(doc_ids) and [h.chunk_id for h in self.hits] == list(doc_ids)
 
     def scorable_with(self, chunk_ids: Sequence[str]) -> bool:

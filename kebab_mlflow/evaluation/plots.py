@@ -14,7 +14,7 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -185,9 +185,7 @@ class PlotProcess:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(PLOT_TIMEOUT_S)
             _ended(proc)
-        for kind, args in jobs:
-            if not Path(args["path"]).is_file():
-                draw(kind, args)
+        draw_missing(jobs)
 
     def close(self) -> None:
         """End the process, drawn or not (the run ended another way, or it died)."""
@@ -243,6 +241,13 @@ def serve(stdin: IO[bytes] | None = None) -> None:
 def draw(kind: str, args: Mapping[str, Any]) -> None:
     """Draw the plot ``kind`` ("metric_vs_k", "reliability_diagram") of JSON ``args``."""
     _PLOTS[kind](**args)
+
+
+def draw_missing(jobs: Iterable[Sequence[Any]]) -> None:
+    """:func:`draw` each (kind, args) job whose PNG (``args["path"]``) does not exist."""
+    for kind, args in jobs:
+        if not Path(args["path"]).is_file():
+            draw(kind, args)
 
 
 def _metric_vs_k(overall: Mapping[str, float | None], path: str, title: str) -> None:
