@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
+import os
 
 import pytest
 from conftest import KB, write
@@ -104,6 +106,46 @@ def test_a_beir_corpus_is_parsed_once_for_its_index_and_not_again(tmp_path, monk
     assert second.search("gamma", 2) == first.search("gamma", 2)
     assert [d.doc_id for d in second.corpus.documents] == ["d1", "d2"]  # parsed when read
     assert len(parsed) == 2
+
+
+def test_a_beir_files_digest_is_kept_by_its_identity_once_the_file_has_settled(tmp_path,
+                                                                                 monkeypatch):
+    from kebab_mlflow.pipeline import corpus
+
+    path = write(tmp_path / "c" / "corpus.jsonl", beir_lines({"_id": "d1", "text": "alpha"}))
+    expected = hashlib.sha256(path.read_bytes()).hexdigest()
+    digests = tmp_path / ".kebab-cache" / "corpus-digests"
+    assert load_corpus(path).digest == expected
+    assert not digests.exists()  # just written: a rewrite in the same tick keeps size and times
+
+    monkeypatch.setattr(corpus, "SETTLED_NS", -1)  # as if written long ago
+    corpus._PARSED_BEIR.clear()
+    assert load_corpus(path).digest == expected
+    [entry] = digests.iterdir()
+    assert entry.read_text() == expected
+
+    reads = []
+    decompressed = corpus._decompressed
+    monkeypatch.setattr(corpus, "_decompressed", lambda *a: reads.append(a) or decompressed(*a))
+    corpus._PARSED_BEIR.clear()  # a new process: the digest without reading the file
+    opened = corpus.open_corpus(path)
+    assert (opened.digest, reads) == (expected, [])
+    assert [d.doc_id for d in opened.documents] == ["d1"] and len(reads) == 1
+
+    write(path, beir_lines({"_id": "d2", "text": "gamma"}))  # the same size, new content
+    os.utime(path, ns=(1, 1))  # and an old modification time: the change time still moved
+    corpus._PARSED_BEIR.clear()
+    assert load_corpus(path).digest == hashlib.sha256(path.read_bytes()).hexdigest()
+
+    for found in digests.iterdir():  # an entry that lies: the content read is checked
+        found.write_text("0" * 64)
+    corpus._PARSED_BEIR.clear()
+    with pytest.raises(CorpusError, match="changed while it was being read"):
+        load_corpus(path)
+    for found in digests.iterdir():  # an entry that is not a digest is computed again
+        found.write_text("garbage")
+    corpus._PARSED_BEIR.clear()
+    assert load_corpus(path).digest == hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def test_the_index_is_cached_and_a_second_build_loads_it(tmp_path, monkeypatch):

@@ -27,11 +27,13 @@ def _jobs(folder):
                                      "title": "t: confidence vs accuracy"})]
 
 
-def test_the_plot_process_draws_the_bytes_drawn_here(tmp_path):
+def test_the_plot_process_draws_the_bytes_drawn_here(tmp_path, monkeypatch):
     here, there = tmp_path / "here", tmp_path / "there"
     here.mkdir(), there.mkdir()
     for kind, args in _jobs(here):
         plots.draw(kind, args)
+    # from here on only the process can draw: finish() drawing a plot here would fail
+    monkeypatch.setattr(plots, "draw", lambda *a: pytest.fail("drawn here, not by the process"))
     with plots.plot_process() as plotter:
         assert plotter is not None
         for kind, args in _jobs(there):

@@ -158,9 +158,12 @@ class PlotProcess:
         self._started = False
         try:
             # -P: not the working folder first on sys.path (it may hold another kebab_mlflow)
+            # os._exit once drawn: the interpreter's shutdown (matplotlib's and numpy's
+            # teardown, ~0.1 s) is not waited for; the PNGs are whole files by then (_save)
             self._proc = subprocess.Popen(
                 [sys.executable, "-P", "-c",
-                 "from kebab_mlflow.evaluation.plots import serve; serve()"],
+                 "import os; from kebab_mlflow.evaluation.plots import serve; serve(); "
+                 "os._exit(0)"],
                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         except OSError:  # no process to be had (a process limit, no memory): drawn here
             pass

@@ -23,19 +23,31 @@ T = TypeVar("T")
 
 def cached_number(kind: str, key: str, compute: Callable[[], float]) -> float:
     """A number derived from content addressed by ``key`` (e.g. a corpus digest), computed once
-    and kept in ``<cache>/<kind>/<key>``; written aside and renamed, so a reader never sees half
-    a file. An unreadable entry is computed again."""
+    and kept in ``<cache>/<kind>/<key>`` (:func:`cached_text`)."""
+    try:
+        return float(cached_text(kind, key, lambda: repr(compute())))
+    except ValueError:  # an entry that is not a number is computed again
+        return compute()
+
+
+def cached_text(kind: str, key: str, compute: Callable[[], str],
+                keep: Callable[[], bool] = lambda: True) -> str:
+    """A text derived from what ``key`` addresses, computed once and kept in
+    ``<cache>/<kind>/<key>``; written aside and renamed, so a reader never sees half a file.
+    An unreadable entry is computed again; ``keep()`` false after computing: not kept."""
     path = cache_root() / kind / key
     try:
-        return float(path.read_text())
-    except (OSError, ValueError):
+        return path.read_text()
+    except OSError:
         pass
     value = compute()
+    if not keep():
+        return value
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
         with os.fdopen(fd, "w") as fh:
-            fh.write(repr(value))
+            fh.write(value)
         os.replace(tmp, path)
     except OSError:
         pass  # a read-only cache only costs the next run the computation again
