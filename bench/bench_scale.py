@@ -57,7 +57,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import SCIFACT as SCIFACT_DIR  # noqa: E402 - bench/ is the script's folder
+from common import SCIFACT as SCIFACT_DIR, git_code  # noqa: E402 - bench/ is the script's folder
 
 ROOT = Path(__file__).resolve().parent.parent
 SCIFACT = SCIFACT_DIR / "corpus.jsonl.gz"
@@ -445,13 +445,7 @@ def identical(outputs: dict) -> bool | str:
 def old_code(args: argparse.Namespace, tmp: Path, env: dict) -> tuple[dict, str]:
     """({"before": env with git ``args.old``'s kebab_mlflow first, "after": this checkout's},
     the short commit)."""
-    old = tmp / "old"
-    old.mkdir()
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", args.old, "kebab_mlflow"],
-                             check=True, capture_output=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(old)], input=archive, check=True)
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", args.old],
-                            check=True, capture_output=True, text=True).stdout.strip()
+    old, commit = git_code(args.old, tmp / "old")
     return {"before": {**env, "PYTHONPATH": str(old)},
             "after": {**env, "PYTHONPATH": str(ROOT)}}, commit
 

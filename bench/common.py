@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -74,3 +75,16 @@ class Timing:
     best: float
     repeats: int
     result: Any
+
+
+def git_code(ref: str, into: Path) -> tuple[Path, str]:
+    """(a folder holding git ``ref``'s kebab_mlflow — put it first on PYTHONPATH to run that
+    code —, the short commit)."""
+    into.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "kebab_mlflow"],
+                             check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", ref],
+                            check=True, capture_output=True, text=True).stdout.strip()
+    return into, commit
+
