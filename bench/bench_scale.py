@@ -57,7 +57,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import SCIFACT as SCIFACT_DIR, git_code  # noqa: E402 - bench/ is the script's folder
+from common import SCIFACT as SCIFACT_DIR  # noqa: E402 - bench/ is the script's folder
+from common import git_code
 
 ROOT = Path(__file__).resolve().parent.parent
 SCIFACT = SCIFACT_DIR / "corpus.jsonl.gz"

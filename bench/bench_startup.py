@@ -16,7 +16,8 @@ taken in one run with the sides alternating, are the figures; the load average i
 With ``--old REF`` the run and the compare are timed with git REF's code too (``before``, its
 kebab_mlflow first on PYTHONPATH), in the same alternation.
 
-Run: .venv/bin/python bench/bench_startup.py [--repeats 5] [--old REF]  (writes bench/results/bench_startup.txt)
+Run: .venv/bin/python bench/bench_startup.py [--repeats 5] [--old REF]
+(writes bench/results/bench_startup.txt)
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ import subprocess
 import sys
 
 from common import SCIFACT_CORPUS, WORK, alternate, emit, git_code, load_line, scifact_golden
-
 
 STORE_MODULE = "mlflow.store.tracking.sqlalchemy_store"  # imports mlflow first
 STORE_FLOOR = "import mlflow + its SQLAlchemy store module"

@@ -146,6 +146,7 @@ def test_a_beir_files_digest_is_kept_by_its_identity_once_the_file_has_settled(t
         found.write_text("garbage")
     corpus._PARSED_BEIR.clear()
     assert load_corpus(path).digest == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert (digests / corpus._identity(path)).read_text() == load_corpus(path).digest  # again
 
 
 def test_the_index_is_cached_and_a_second_build_loads_it(tmp_path, monkeypatch):
@@ -243,3 +244,20 @@ def test_processes_building_the_same_index_at_once_build_it_once(tmp_path):
     built = build_pipeline(config, KB)  # what they left is whole: what a fresh build gives
     fresh = BM25Index.build([c.text for c in built.chunks], 0.9, 0.4)
     assert (built.backend.weights != fresh.weights).nnz == 0
+
+
+def test_a_cached_number_is_computed_once_and_a_bad_entry_again(tmp_path):
+    from kebab_mlflow.pipeline.cache import cached_number
+
+    calls = []
+
+    def compute() -> float:
+        calls.append(1)
+        return 0.25
+
+    assert cached_number("shares", "k", compute) == cached_number("shares", "k", compute) == 0.25
+    entry = tmp_path / ".kebab-cache" / "shares" / "k"
+    assert (len(calls), entry.read_text()) == (1, "0.25")
+    entry.write_text("not a number")
+    assert cached_number("shares", "k", compute) == 0.25
+    assert (len(calls), entry.read_text()) == (2, "0.25")

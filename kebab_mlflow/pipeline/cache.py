@@ -24,20 +24,29 @@ T = TypeVar("T")
 def cached_number(kind: str, key: str, compute: Callable[[], float]) -> float:
     """A number derived from content addressed by ``key`` (e.g. a corpus digest), computed once
     and kept in ``<cache>/<kind>/<key>`` (:func:`cached_text`)."""
+    return float(cached_text(kind, key, lambda: repr(compute()), valid=_is_number))
+
+
+def _is_number(text: str) -> bool:
     try:
-        return float(cached_text(kind, key, lambda: repr(compute())))
-    except ValueError:  # an entry that is not a number is computed again
-        return compute()
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def cached_text(kind: str, key: str, compute: Callable[[], str],
+                valid: Callable[[str], bool] = bool,
                 keep: Callable[[], bool] = lambda: True) -> str:
     """A text derived from what ``key`` addresses, computed once and kept in
     ``<cache>/<kind>/<key>``; written aside and renamed, so a reader never sees half a file.
-    An unreadable entry is computed again; ``keep()`` false after computing: not kept."""
+    An entry unreadable or not ``valid`` is computed again; one computed when ``keep()`` is
+    false (what it derives from may still be changing) is not kept."""
     path = cache_root() / kind / key
     try:
-        return path.read_text()
+        found = path.read_text()
+        if valid(found):
+            return found
     except OSError:
         pass
     value = compute()

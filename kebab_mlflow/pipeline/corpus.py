@@ -172,9 +172,8 @@ def _load_beir(path: Path) -> Corpus:
             read.append(_decompressed(path.read_bytes(), path))
             return hashlib.sha256(read[0]).hexdigest()
 
-        found = cached_text("corpus-digests", key, digest, keep=lambda: _settled(path))
-        if not _DIGEST.fullmatch(found):
-            found = digest()
+        found = cached_text("corpus-digests", key, digest, valid=_is_digest,
+                            keep=lambda: _settled(path))
         _PARSED_BEIR[key] = Corpus(
             source=str(path), digest=found,
             read=lambda: _parse_beir(read[0] if read else _content(path, found), path))
@@ -182,6 +181,10 @@ def _load_beir(path: Path) -> Corpus:
 
 
 _DIGEST = re.compile(r"[0-9a-f]{64}")
+
+
+def _is_digest(text: str) -> bool:
+    return _DIGEST.fullmatch(text) is not None
 
 
 def _identity(path: Path) -> str:
