@@ -13,7 +13,7 @@ import hashlib
 import re
 import unicodedata
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -178,16 +178,50 @@ _PARSED: dict[tuple[str, str], GoldenSet] = {}
 def load_golden_set(path: str | Path) -> GoldenSet:
     """Read and validate a golden-set file; raise one GoldenSetError listing every problem."""
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise GoldenSetError(f"cannot read golden set {path}: {exc.strerror}") from None
+    raw = _read(path)
     key = (str(path), hashlib.sha256(raw).hexdigest())
     if key not in _PARSED:
         if len(_PARSED) >= 8:
             _PARSED.clear()
         _PARSED[key] = parse_golden_set(raw, str(path))
     return _PARSED[key]
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise GoldenSetError(f"cannot read golden set {path}: {exc.strerror}") from None
+
+
+@dataclass(frozen=True, kw_only=True)
+class GoldenFile:
+    """A golden-set file and the sha256 its bytes must have (a run's recorded golden version):
+    loaded whole or streamed a chunk of queries at a time, refused once its bytes differ."""
+
+    path: str
+    digest: str
+
+    @classmethod
+    def of(cls, path: str | Path) -> GoldenFile:
+        """The file as it is now (only hashed, not parsed)."""
+        return cls(path=str(path), digest=hashlib.sha256(_read(Path(path))).hexdigest())
+
+    def load(self) -> GoldenSet:
+        golden = load_golden_set(self.path)
+        self._check(golden.digest)
+        return golden
+
+    def stream(self, size: int, sink: Callable[[GoldenSet], None]) -> GoldenSet:
+        """:func:`stream_golden_set` of the file."""
+        raw = _read(Path(self.path))
+        self._check(hashlib.sha256(raw).hexdigest())
+        return stream_golden_set(raw, self.path, size, sink)
+
+    def _check(self, digest: str) -> None:
+        if digest != self.digest:
+            raise GoldenSetError(f"golden set {self.path} changed while it was being read", [
+                Problem(f"sha256 {digest[:12]}, expected {self.digest[:12]}", self.path)])
 
 
 def parse_golden_set(raw: bytes, source: str) -> GoldenSet:
@@ -201,6 +235,34 @@ def parse_golden_set(raw: bytes, source: str) -> GoldenSet:
         return _build(data, node, source, digest)
     except SettingsAfterQueries:
         return _build(*parse(raw, source, GoldenSetError, "golden set"), source, digest)
+
+
+def stream_golden_set(raw: bytes, source: str, size: int,
+                      sink: Callable[[GoldenSet], None]) -> GoldenSet:
+    """The golden set of a file's bytes handed to ``sink`` ``size`` queries at a time, as the
+    parser reaches them, never held whole (a 1M-query set's records are ~1 GB); returns the
+    set without its queries. For a file a run was scored on (its digest recorded), so loaded
+    and checked whole before: the first query with a problem raises GoldenSetError, and the
+    checks across queries (duplicate ids, metric keys) are not made again. Raises
+    SettingsAfterQueries, possibly after some chunks, when the queries could not be built as
+    a whole parse builds them (a setting after ``queries:``, a bare list, YAML the streaming
+    parser hands to PyYAML): the caller then loads the set whole."""
+    digest = hashlib.sha256(raw).hexdigest()
+    builders: list[_ChunkBuilder] = []
+
+    def start(top: dict[Any, Any]) -> _ChunkBuilder:
+        builders.append(_ChunkBuilder(top, source, digest, size, sink))
+        return builders[-1]
+
+    data, node = parse(raw, source, GoldenSetError, "golden set", Stream("queries", start))
+    problems: list[Problem] = []
+    header, queries, _ = _header(data, node, source, lambda n: location(source, n), problems)
+    if problems:
+        raise GoldenSetError(f"invalid golden set {source}", problems)
+    # built under other settings, or parsed again whole by PyYAML (its items are not None)
+    if not builders or builders[0].header != header or any(q is not None for q in queries):
+        raise SettingsAfterQueries
+    return builders[0].finish()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -240,6 +302,42 @@ class _QueryBuilder:
     def __call__(self, item: Any, node: Any) -> _Built:
         self.count += 1
         return _built(item, node, self.count - 1, self.header, self.at)
+
+
+class _ChunkBuilder:
+    """Each query item built as it is parsed (:class:`_QueryBuilder`) and handed on ``size``
+    at a time (:func:`stream_golden_set`); the item's place keeps None."""
+
+    def __init__(self, top: dict[Any, Any], source: str, digest: str, size: int,
+                 sink: Callable[[GoldenSet], None]):
+        self.build = _QueryBuilder(top, source)
+        self.header = h = self.build.header
+        self.empty = GoldenSet(name=h.name, queries=(), path=source, private=h.private,
+                               metadata_fields=h.metadata_fields, description=h.description,
+                               digest=digest, corpus=h.corpus, primary_metric=h.primary_metric)
+        self.size, self.sink = size, sink
+        self.pending: list[GoldenQuery] = []
+
+    def __call__(self, item: Any, node: Any) -> None:
+        built = self.build(item, node)
+        if built.problems or built.query is None:
+            raise GoldenSetError(f"invalid golden set {self.empty.path}", list(built.problems))
+        self.pending.append(built.query)
+        if len(self.pending) == self.size:
+            self._hand_on()
+
+    def _hand_on(self) -> None:
+        chunk, self.pending = tuple(self.pending), []
+        self.sink(replace(self.empty, queries=chunk))
+
+    def finish(self) -> GoldenSet:
+        """The last chunk handed on; the set without its queries."""
+        if not self.build.count:
+            raise GoldenSetError(f"invalid golden set {self.empty.path}",
+                                 [Problem("the golden set has no queries", self.empty.path)])
+        if self.pending:
+            self._hand_on()
+        return self.empty
 
 
 def _settings(header: _Header) -> tuple[tuple[str, ...], bool]:

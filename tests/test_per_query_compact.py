@@ -27,7 +27,7 @@ from kebab_mlflow.evaluation.per_query import (
     read_rows_at,
 )
 from kebab_mlflow.evaluation.rescore import RecordedRun, rescore
-from kebab_mlflow.golden import load_golden_set
+from kebab_mlflow.golden import GoldenFile, GoldenSet, load_golden_set
 from tests.conftest import GOLDEN, KB
 
 
@@ -188,12 +188,33 @@ def _bounds_notes_in_one_rescore(result, baseline, candidate, golden, options, k
                                f"{result.verdict} does not hold") + " within the bounds)"]
 
 
+def _golden_source(kind: str, tmp_path: Path) -> GoldenSet | GoldenFile:
+    """The golden set as the bounds take it: loaded, its file streamed, or a file whose
+    settings come after its queries (streamed, refused, then loaded whole)."""
+    if kind == "loaded":
+        return load_golden_set(GOLDEN)
+    if kind == "file":
+        return GoldenFile.of(GOLDEN)
+    text = GOLDEN.read_text()
+    start = text.index("queries:")
+    path = tmp_path / "settings-after.yaml"
+    path.write_text(text[start:] + text[:start])
+    def lineless(g: GoldenSet) -> list:
+        return [replace(q, line=0) for q in g.queries]
+
+    assert lineless(load_golden_set(path)) == lineless(load_golden_set(GOLDEN))
+    return GoldenFile.of(path)
+
+
+@pytest.mark.parametrize("source", ["loaded", "file", "settings-after"])
 @pytest.mark.parametrize("chunk", [1, 7, 10_000])
 @pytest.mark.parametrize("base, cand", [("base", "rand"), ("rand", "base")])
 def test_the_bounds_for_unjudged_hits_are_the_same_a_chunk_at_a_time(fixture_runs, base, cand,
-                                                                     chunk, monkeypatch):
+                                                                     chunk, source, tmp_path,
+                                                                     monkeypatch):
     """The bounds rescore a chunk of the golden set at a time, reading whole rows back from
-    the compact sides: any chunk size gives what one rescore of all the whole rows gives."""
+    the compact sides: any chunk size, from the loaded set or its file streamed, gives what
+    one rescore of all the whole rows gives."""
     sides, compact = _pairs(fixture_runs)
     golden = load_golden_set(GOLDEN)
     options = CompareOptions(resamples=500)
@@ -201,8 +222,8 @@ def test_the_bounds_for_unjudged_hits_are_the_same_a_chunk_at_a_time(fixture_run
     expected = _bounds_notes_in_one_rescore(result, sides[base], sides[cand], golden, options)
     monkeypatch.setattr(unjudged, "CHUNK", chunk)
     small = with_unjudged_bounds(compare_runs(compact[base], compact[cand], options),
-                                 compact[base], compact[cand], golden, options,
-                                 UnjudgedMode.REPORT)
+                                 compact[base], compact[cand], _golden_source(source, tmp_path),
+                                 options, UnjudgedMode.REPORT)
     assert list(small.notes[-2:]) == expected
     assert "unjudged hits in the top 10: baseline " in expected[0]
 

@@ -62,7 +62,7 @@ def test_unsupported_constructs_fall_back_with_lines(text):
     from kebab_mlflow.errors import YamlFallback
 
     with pytest.raises(YamlFallback):
-        _Composer(text).document()
+        _Composer(text.encode()).document()
     _, node = parse(text.encode(), "f.yaml", InputError, "file")
     assert node is not None and node.keys
 

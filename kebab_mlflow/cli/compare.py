@@ -76,7 +76,11 @@ def _decided(base_side: RunSide, cand_side: RunSide, options: CompareOptions, re
     bounds for unjudged hits (comparison/unjudged.py), then the slices (comparison/slices.py)."""
     from kebab_mlflow import comparison as cmp
     from kebab_mlflow.cli.console import status
-    from kebab_mlflow.comparison.rescoring import candidate_golden, with_rescored_baseline
+    from kebab_mlflow.comparison.rescoring import (
+        candidate_golden,
+        candidate_golden_file,
+        with_rescored_baseline,
+    )
     from kebab_mlflow.comparison.slices import with_slices
     from kebab_mlflow.comparison.unjudged import UnjudgedMode, with_unjudged_bounds
     from kebab_mlflow.errors import InputError
@@ -90,7 +94,8 @@ def _decided(base_side: RunSide, cand_side: RunSide, options: CompareOptions, re
     golden_set = candidate_golden(cand_side, golden) if by is not None else None
     if unjudged is not Unjudged.off and result.level in ("doc", "chunk+doc"):
         try:
-            bounds_golden = golden_set or candidate_golden(cand_side, golden)
+            # streamed a chunk at a time unless --by loaded it whole
+            bounds_golden = golden_set or candidate_golden_file(cand_side, golden)
         except InputError as exc:
             if unjudged is Unjudged.gate:
                 raise

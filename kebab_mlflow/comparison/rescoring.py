@@ -13,7 +13,7 @@ from kebab_mlflow.errors import InputError, Problem
 from kebab_mlflow.evaluation.per_query import CompactRow
 from kebab_mlflow.evaluation.replay import FileRecording
 from kebab_mlflow.evaluation.rescore import RecordedRun, rescore
-from kebab_mlflow.golden import GoldenSet, load_golden_set, version_label
+from kebab_mlflow.golden import GoldenFile, GoldenSet, version_label
 
 GOLDEN_PATH_TAG = "kebab.golden_path"
 
@@ -21,12 +21,18 @@ GOLDEN_PATH_TAG = "kebab.golden_path"
 def candidate_golden(candidate: RunSide, path: str | Path | None = None) -> GoldenSet:
     """The candidate's golden version: ``path`` (``--golden``), else the file its run
     recorded (tag ``kebab.golden_path``); refused unless its digest is the candidate's."""
+    return candidate_golden_file(candidate, path).load()
+
+
+def candidate_golden_file(candidate: RunSide, path: str | Path | None = None) -> GoldenFile:
+    """The file of :func:`candidate_golden`, checked by its digest but not parsed: what the
+    bounds for unjudged hits stream a chunk at a time (comparison/unjudged.py)."""
     where = path or candidate.tags.get(GOLDEN_PATH_TAG)
     if not where:
         raise InputError(f"run {candidate.run_id} recorded no golden path (a private set, or "
                          "a run older than kebab.golden_path): pass --golden with the "
                          "candidate's golden-set file")
-    golden = load_golden_set(where)
+    golden = GoldenFile.of(where)
     recorded = candidate.tags.get("kebab.golden_sha256")
     if golden.digest != recorded:
         raise InputError("the golden file is not the candidate's golden version", [Problem(

@@ -11,7 +11,7 @@ under the optimistic judgments into ``Inconclusive (unjudged)`` (exit 1); ``off`
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 from kebab_mlflow.comparison.records import (
@@ -21,11 +21,12 @@ from kebab_mlflow.comparison.records import (
     RunSide,
     Verdict,
 )
+from kebab_mlflow.errors import SettingsAfterQueries
 from kebab_mlflow.evaluation.bounds import optimistic_golden, unjudged_doc_ids
 from kebab_mlflow.evaluation.optimistic import CodedLine, coded_compact
 from kebab_mlflow.evaluation.per_query import CompactRow, PerQueryRow, read_compact
 from kebab_mlflow.evaluation.rescore import RecordedRun, rescore
-from kebab_mlflow.golden import GoldenSet
+from kebab_mlflow.golden import GoldenFile, GoldenSet
 from kebab_mlflow.metrics.registry import parse_metric
 from kebab_mlflow.metrics.unjudged import bound_cutoff
 from kebab_mlflow.names import DEFAULT_K
@@ -54,9 +55,14 @@ class _Count:
         return f"{self.hits} ({self.hits / max(self.queries, 1):.1f}/query)"
 
 
-def _chunks(golden: GoldenSet) -> Iterator[GoldenSet]:
+def _each_chunk(golden: GoldenSet | GoldenFile, sink: Callable[[GoldenSet], None]) -> GoldenSet:
+    """Hand ``sink`` the golden set CHUNK queries at a time, in its order — a file streamed
+    (never held whole: a 1M-query set's records are ~1 GB); the set without its queries."""
+    if isinstance(golden, GoldenFile):
+        return golden.stream(CHUNK, sink)
     for start in range(0, len(golden.queries), CHUNK):
-        yield replace(golden, queries=golden.queries[start:start + CHUNK])
+        sink(replace(golden, queries=golden.queries[start:start + CHUNK]))
+    return replace(golden, queries=())
 
 
 def _upper_names(options: CompareOptions, sides: Sequence[RunSide]) -> set[str]:
@@ -120,15 +126,28 @@ class _Chunk:
         return _rescored_rows(self.side, self.rows or [], golden, names)
 
 
-def _optimistic_sides(baseline: RunSide, candidate: RunSide, golden: GoldenSet, k: int,
-                      names: set[str]) -> tuple[dict[str, _Count], RunSide, RunSide]:
+def _optimistic_sides(baseline: RunSide, candidate: RunSide, golden: GoldenSet | GoldenFile,
+                      k: int, names: set[str]) -> tuple[dict[str, _Count], RunSide, RunSide]:
     """The unjudged counts and both sides rescored on one optimistic set of judgments (the
     golden set plus every unjudged document either run has in its top k, at grade 1), a
-    chunk of the golden set at a time, in its order: what rescoring the whole would give."""
+    chunk of the golden set at a time, in its order: what rescoring the whole would give.
+    A file whose queries need a whole parse (golden.stream_golden_set) is loaded whole and
+    the sides rescored again from the start."""
+    try:
+        return _optimistic_sides_of(baseline, candidate, golden, k, names)
+    except SettingsAfterQueries:
+        if not isinstance(golden, GoldenFile):
+            raise
+        return _optimistic_sides_of(baseline, candidate, golden.load(), k, names)
+
+
+def _optimistic_sides_of(baseline: RunSide, candidate: RunSide, golden: GoldenSet | GoldenFile,
+                         k: int, names: set[str]) -> tuple[dict[str, _Count], RunSide, RunSide]:
     sides = {"baseline": baseline, "candidate": candidate}
     counts = {role: _Count() for role in sides}
     upper: dict[str, list[CompactRow]] = {role: [] for role in sides}
-    for chunk in _chunks(golden):
+
+    def rescore_chunk(chunk: GoldenSet) -> None:
         ids = [q.id for q in chunk.queries]
         rows = {role: _Chunk.read(side, ids) for role, side in sides.items()}
         docs = {role: unjudged_doc_ids(chunk, rows[role].rankings(), k) for role in sides}
@@ -141,13 +160,15 @@ def _optimistic_sides(baseline: RunSide, candidate: RunSide, golden: GoldenSet, 
         optimistic = optimistic_golden(chunk, union)
         for role in sides:
             upper[role] += rows[role].rescored(optimistic, names)
+
+    header = _each_chunk(golden, rescore_chunk)
     for role, side in sides.items():
         if not upper[role]:  # shares no query with the golden set: rescore says so
             rescore(RecordedRun(run_id=side.run_id, rows=(), params=side.params,
-                                tags=side.tags), golden, intersect=True, quiet=True)
-    b, c = (replace(side, rows=tuple(upper[role]), per_query_sha256=golden.digest, source=None,
-                    tags={**side.tags, "kebab.golden_sha256": golden.digest,
-                          "kebab.per_query_sha256": golden.digest})
+                                tags=side.tags), header, intersect=True, quiet=True)
+    b, c = (replace(side, rows=tuple(upper[role]), per_query_sha256=header.digest, source=None,
+                    tags={**side.tags, "kebab.golden_sha256": header.digest,
+                          "kebab.per_query_sha256": header.digest})
             for role, side in sides.items())
     return counts, b, c
 
@@ -163,9 +184,10 @@ def bound_depth(primary: str, sides: Sequence[RunSide]) -> int:
 
 
 def with_unjudged_bounds(result: Comparison, baseline: RunSide, candidate: RunSide,
-                         golden: GoldenSet, options: CompareOptions, mode: UnjudgedMode,
-                         ) -> Comparison:
-    """``result`` with the bounds noted (report) or gated (gate); unchanged for off."""
+                         golden: GoldenSet | GoldenFile, options: CompareOptions,
+                         mode: UnjudgedMode) -> Comparison:
+    """``result`` with the bounds noted (report) or gated (gate); unchanged for off.
+    ``golden``: the candidate's golden version, loaded or as its file (streamed)."""
     from kebab_mlflow.comparison.verdict import compare_runs
 
     if mode is UnjudgedMode.OFF:
