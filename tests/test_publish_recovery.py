@@ -113,3 +113,39 @@ def test_upload_twice_after_a_failure_changes_nothing(tmp_path, store_uri, monke
     assert upload(copy) == run_id
     assert _published(store_uri, run_id) == first
     assert Path(copy).exists() is False
+
+
+def test_an_owned_artifact_is_linked_into_a_local_store_and_copied_where_it_cannot_be(
+        tmp_path, store_uri, monkeypatch):
+    """A run's recovery-folder files are hard-linked, not copied (a 1M-query per_query.jsonl
+    is 8.3 GB): the stored bytes are the file's, publishing again keeps one file, a file
+    that is not owned is copied, and a failed link (another file system) copies."""
+    import os
+
+    from kebab_mlflow.tracking.store import Tracker
+
+    tracker = Tracker(store_uri)
+    run_id = tracker.start_run(tracker.experiment_id("links"), "r", {})
+    root = tracker._local_root(run_id)
+    assert root is not None
+    work = tmp_path / "work"
+    work.mkdir()
+    owned, other, far = (work / n for n in ("per_query.jsonl", "note.md", "far.md"))
+    for f in (owned, other, far):
+        f.write_text(f"{f.name}\n")
+    tracker.log_artifact(run_id, owned, owned=True)
+    tracker.log_artifact(run_id, owned, owned=True)  # upload of a kept folder
+    tracker.log_artifact(run_id, other)
+    assert os.path.samefile(owned, root / owned.name)
+    assert not os.path.samefile(other, root / other.name)
+
+    def cross_device(src, dst):
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+    monkeypatch.setattr(os, "link", cross_device)
+    tracker.log_artifact(run_id, far, "sub", owned=True)
+    assert (root / "sub" / far.name).read_text() == "far.md\n"
+    assert not os.path.samefile(far, root / "sub" / far.name)
+    assert sorted(p.name for p in root.rglob("*")) == ["far.md", "note.md", "per_query.jsonl",
+                                                      "sub"]
+    tracker.end_run(run_id)

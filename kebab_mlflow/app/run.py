@@ -488,7 +488,9 @@ def publish(tracker: Tracker, workdir: Path, plotter: PlotProcess | None = None)
     for f in sorted(workdir.iterdir()):
         # a dot file: a PNG a stopped plot process left half-written (drawn again above)
         if f.name not in (MANIFEST, TRACES) and not f.name.startswith(".") and f.is_file():
-            tracker.log_artifact(run_id, f)  # the same path again: the file is replaced whole
+            # the same path again: the file is replaced whole; linked where the store is a
+            # local folder (nothing writes a kept folder's files again)
+            tracker.log_artifact(run_id, f, owned=True)
     checkpoint("artifacts-logged")
     aggregate = Aggregate.from_json((workdir / "aggregate.json").read_bytes())
     tracker.log_table(run_id, breakdown_table(aggregate), BREAKDOWN_TABLE)
