@@ -347,3 +347,39 @@ def test_a_run_file_of_many_read_blocks_is_coded_as_the_line_reader_codes_it(tmp
     assert sorted(arrow.query_ids) == sorted(plain.query_ids)
     for qid in plain.query_ids:
         assert arrow.hits(qid, 1000) == plain.hits(qid, 1000)
+
+
+def test_a_run_file_is_read_beside_the_golden_set_and_the_golden_sets_error_comes_first(
+        tmp_path, monkeypatch):
+    """prepare reads a ``run:`` file on a second thread while the golden set is parsed
+    (pyarrow leaves the GIL): the same target as read after it; a bad golden set is still
+    the error reported when the file is bad too, and a bad file's error is its own."""
+    import threading
+
+    import kebab_mlflow.targets as targets
+    from kebab_mlflow.app.run import RunOptions, prepare
+    from kebab_mlflow.errors import GoldenSetError
+
+    qrels, lines = _synthetic(n_queries=12)
+    golden = tmp_path / "g.yaml"
+    golden.write_bytes(_golden_bytes(qrels))
+    path = tmp_path / "system.trec"
+    path.write_text("\n".join(lines) + "\n")
+    readers = []
+    real = targets.load_run
+    monkeypatch.setattr(targets, "load_run",
+                        lambda spec: readers.append(threading.current_thread().name) or real(spec))
+    prepared = prepare(RunOptions(golden=str(golden), target=f"run:{path}", k=10))
+    assert readers == ["kebab-run-file"]
+    beside = prepared.pipeline.coded([q.id for q in prepared.golden.queries], 10)
+    after = load_target(f"run:{path}").coded([q.id for q in prepared.golden.queries], 10)
+    assert all(np.array_equal(a, b) for a, b in zip(beside, after, strict=True))
+
+    bad_file = tmp_path / "bad.trec"
+    bad_file.write_text("q1 Q0 d1 1\n")
+    bad_golden = tmp_path / "bad.yaml"
+    bad_golden.write_text("queries:\n  - id: q1\n")
+    with pytest.raises(GoldenSetError, match="invalid golden set"):
+        prepare(RunOptions(golden=str(bad_golden), target=f"run:{bad_file}", k=10))
+    with pytest.raises(TargetError, match="bad.trec"):
+        prepare(RunOptions(golden=str(golden), target=f"run:{bad_file}", k=10))

@@ -147,13 +147,21 @@ def prepare(options: RunOptions, on_status: Callable[[str], None] = lambda s: No
         "--experiment", options.experiment, names.MAX_EXPERIMENT_NAME)) if why]
     if problems:
         raise ConfigError("invalid options", [Problem(why) for why in problems])
-    golden = with_ask(load_golden_set(options.golden), options.ask)
+    reading = _RunFileMeanwhile.start(options.target, options.concurrency)
+    try:
+        golden = with_ask(load_golden_set(options.golden), options.ask)
+    except Exception:  # its error goes first, as before; the read is not left running
+        if reading is not None:
+            reading.thread.join()
+        raise
+    loaded = reading.result() if reading is not None else None
     check_traces(options.traces, golden)
     config = build_config(options.preset, dict(options.overrides))
     cutoffs = tuple(run_cutoffs(options.k, options.cutoffs))
     _check_primary_metric(golden, cutoffs)
     if options.target:
-        pipeline, source = as_pipeline(options.target, options.concurrency, golden)
+        pipeline, source = as_pipeline(options.target, options.concurrency, golden,
+                                       loaded=loaded)
     else:
         corpus = corpus_to_use(options.corpus, golden)
         on_status(f"corpus: {corpus}" + ("" if options.corpus or not golden.corpus
@@ -168,6 +176,43 @@ def prepare(options: RunOptions, on_status: Callable[[str], None] = lambda s: No
     golden, evidence = prepare_evidence(golden, pipeline)
     return Prepared(golden=golden, pipeline=pipeline, source=source, cutoffs=cutoffs,
                     index_s=time.perf_counter() - t0, ask=options.ask, evidence=evidence)
+
+
+class _RunFileMeanwhile:
+    """A ``run:`` target's file read on a second thread while the golden set is parsed: the
+    read is pyarrow's, which leaves the GIL (a 1M-query run: ~45 s of parsing the golden set
+    beside ~50 s of reading the file). Only ``run:``: other targets import code or probe a
+    server, which belongs after the golden set is known good. A daemon thread: Ctrl-C does
+    not wait for the read."""
+
+    def __init__(self, spec: str, concurrency: int):
+        self.spec, self.concurrency = spec, concurrency
+        self.target: Any = None
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._read, name="kebab-run-file", daemon=True)
+
+    @classmethod
+    def start(cls, spec: str | None, concurrency: int) -> _RunFileMeanwhile | None:
+        if not spec or not spec.strip().startswith("run:"):
+            return None
+        reading = cls(spec, concurrency)
+        reading.thread.start()
+        return reading
+
+    def _read(self) -> None:
+        from kebab_mlflow.targets import load_target
+
+        try:
+            self.target = load_target(self.spec, concurrency=self.concurrency)
+        except BaseException as exc:  # raised again on the caller's thread
+            self.error = exc
+
+    def result(self) -> Any:
+        """The target, or the error reading it raised."""
+        self.thread.join()
+        if self.target is None:
+            raise self.error or RuntimeError("the run file was not read")
+        return self.target
 
 
 def corpus_to_use(explicit: str | None, golden: GoldenSet) -> str:

@@ -172,14 +172,16 @@ def reference_pipeline(preset: str = "naive_baseline", corpus: str | Path = "fix
     return pipeline
 
 
-def as_pipeline(pipeline: Any, concurrency: int = 1,
-                golden: GoldenSet | None = None) -> tuple[Any, PipelineSource]:
+def as_pipeline(pipeline: Any, concurrency: int = 1, golden: GoldenSet | None = None,
+                loaded: Any = None) -> tuple[Any, PipelineSource]:
     """A pipeline object and what to record of it, from an object, a function or a spec.
-    With ``golden``, a target that matches queries by id (a run file) reports its matching."""
+    With ``golden``, a target that matches queries by id (a run file) reports its matching.
+    ``loaded``: the spec's target, loaded already (a run file read beside the golden set)."""
     if isinstance(pipeline, str):
         from kebab_mlflow.targets import load_target
 
-        target = load_target(pipeline, concurrency=concurrency)
+        target = loaded if loaded is not None else load_target(pipeline,
+                                                               concurrency=concurrency)
         if golden is not None and hasattr(target, "match_golden"):
             target.match_golden(q.id for q in golden.queries)
         return target, PipelineSource(preset="target", backend="target", target=pipeline)
