@@ -256,32 +256,38 @@ def validate_main(args: argparse.Namespace) -> None:
 
 
 def run_file_main(args: argparse.Namespace) -> None:
-    tmp = Path(tempfile.mkdtemp(prefix="kebab-bench-runfile-", dir=args.tmp))
-    env = {**os.environ, "KEBAB_CACHE_DIR": str(tmp / "cache"),
-           "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true"}
+    """With ``--old REF``: REF's code and this checkout's on the same files, alternated."""
+    if args.old:
+        tmp, code, commit = before_and_after(args, "runfile")
+        how = sides_words(args, commit, "fresh process and SQLite store each, alternated")
+    else:
+        tmp = Path(tempfile.mkdtemp(prefix="kebab-bench-runfile-", dir=args.tmp))
+        code = {"after": {**os.environ, "KEBAB_CACHE_DIR": str(tmp / "cache"),
+                          "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true"}}
+        how = (f"fresh process and SQLite store each; load average {os.getloadavg()[0]:.1f} "
+               f"at start on {os.cpu_count()} CPUs")
     lines = ["bench_scale run-file — `kebab-mlflow run --target run:FILE --k 100 --json` on "
-             f"synthetic sets of 100 hits a query (seed {args.seed}; fresh process and SQLite "
-             f"store each; load average {os.getloadavg()[0]:.1f} at start on "
-             f"{os.cpu_count()} CPUs)", "",
-             f"{'queries':>10} {'run MiB':>8} {'wall s':>8} {'CPU s':>7} {'peak RSS MiB':>13} "
-             f"{'per_query MiB':>14} {'ndcg_at_10_doc':>15}"]
+             f"synthetic sets of 100 hits a query (seed {args.seed}; {how})", "",
+             f"{'queries':>10} {'code':>7} {'run MiB':>8} {'wall s':>8} {'CPU s':>7} "
+             f"{'peak RSS MiB':>13} {'per_query MiB':>14} {'ndcg_at_10_doc':>15}"]
     breakdown = []
     for n in [int(s) for s in args.sizes.split(",")]:
         golden = synthetic_set(n, args.seed, tmp / f"g{n}.yaml")
         run_file = synthetic_run_file(n, args.seed, tmp / f"run{n}.trec")
-        store = tmp / f"store-{n}"
-        wall, rss, out, cpu = child(
-            [KEBAB, "run", "--golden", str(golden), "--target", f"run:{run_file}", "--k", "100",
-             "--tracking-uri", f"sqlite:///{store / 'mlflow.db'}", "--json"], env)
-        reply = json.loads(out.strip().splitlines()[-1])
-        per_query = sum(p.stat().st_size for p in store.rglob("per_query.jsonl"))
-        lines.append(f"{n:>10,} {run_file.stat().st_size / 2**20:>8.0f} {wall:>8.1f} "
-                     f"{cpu:>7.1f} {rss:>13.0f} {per_query / 2**20:>14.0f} "
-                     f"{reply['metrics'].get('ndcg_at_10_doc', float('nan')):>15.4f}")
-        print(lines[-1], flush=True)
-        breakdown.append(f"  {n:>9,}: " + ", ".join(
-            f"{k} {v:.1f}" for k, v in reply["timings"].items()))
-        shutil.rmtree(store, ignore_errors=True)
+        for side, env in code.items():
+            store = tmp / f"store-{n}-{side}"
+            wall, rss, out, cpu = child(
+                [KEBAB, "run", "--golden", str(golden), "--target", f"run:{run_file}", "--k",
+                 "100", "--tracking-uri", f"sqlite:///{store / 'mlflow.db'}", "--json"], env)
+            reply = json.loads(out.strip().splitlines()[-1])
+            per_query = sum(p.stat().st_size for p in store.rglob("per_query.jsonl"))
+            lines.append(f"{n:>10,} {side:>7} {run_file.stat().st_size / 2**20:>8.0f} "
+                         f"{wall:>8.1f} {cpu:>7.1f} {rss:>13.0f} {per_query / 2**20:>14.0f} "
+                         f"{reply['metrics'].get('ndcg_at_10_doc', float('nan')):>15.4f}")
+            print(lines[-1], flush=True)
+            breakdown.append(f"  {n:>9,} {side}: " + ", ".join(
+                f"{k} {v:.1f}" for k, v in reply["timings"].items()))
+            shutil.rmtree(store, ignore_errors=True)
         for p in (golden, run_file):
             p.unlink()
     lines += ["", "where the time goes (s, the run's own `timings`):", *breakdown]
@@ -416,6 +422,7 @@ def edited_set(golden: Path, out: Path) -> Path:
 def before_and_after(args: argparse.Namespace, part: str) -> tuple[Path, dict, str]:
     """(a fresh temporary folder, the two sides' environments, the short commit of
     ``args.old``): :func:`old_code` in that folder."""
+    args.old = args.old or "main"
     tmp = Path(tempfile.mkdtemp(prefix=f"kebab-bench-{part}-", dir=args.tmp))
     env = {**os.environ, "KEBAB_CACHE_DIR": str(tmp / "cache"),
            "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true"}
@@ -506,7 +513,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("part", choices=("validate", "run-file", "pipeline", "compare",
                                          "rescore"))
-    parser.add_argument("--old", default="main", help="compare: the git ref of `before`")
+    parser.add_argument("--old", default=None,
+                        help="the git ref of `before` (compare, rescore: default main; "
+                        "run-file: only this checkout unless given)")
     parser.add_argument("--limit-mib", type=float, default=6000,
                         help="compare: kill a child past this RSS")
     parser.add_argument("--sizes", default=None)
