@@ -71,3 +71,43 @@ def test_a_hit_or_answer_that_is_no_record_is_reported_with_its_line(tmp_path):
         list(read_per_query(path))
     message = str(err.value)
     assert f"{path}:2" in message and "'hits' must be" in message and "'answer' must be" in message
+
+
+def test_the_writer_hands_blocks_to_its_thread_in_order_with_their_digest(tmp_path,
+                                                                          monkeypatch):
+    """Lines go out BLOCK bytes at a time on a second thread: the file is every line in
+    order and the digest is the file's, across many blocks and a partial last one."""
+    import hashlib
+
+    from kebab_mlflow.evaluation.per_query import PerQueryWriter
+
+    monkeypatch.setattr(PerQueryWriter, "BLOCK", 100)
+    lines = [f'{{"id": "q{i}", "query": "ü{"x" * (i % 37)}"}}\n' for i in range(2_000)]
+    writer = PerQueryWriter(tmp_path / "per_query.jsonl")
+    for line in lines:
+        writer.write_line(line)
+    digest = writer.close()
+    data = (tmp_path / "per_query.jsonl").read_bytes()
+    assert data == "".join(lines).encode() and writer.count == 2_000
+    assert digest == hashlib.sha256(data).hexdigest()
+
+
+def test_an_error_writing_on_the_writers_thread_is_raised_to_the_caller(tmp_path, monkeypatch):
+    import errno
+
+    from kebab_mlflow.evaluation.per_query import PerQueryWriter
+
+    monkeypatch.setattr(PerQueryWriter, "BLOCK", 10)
+    writer = PerQueryWriter(tmp_path / "per_query.jsonl")
+
+    def full(data: bytes) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(writer._fh, "write", full)
+    with pytest.raises(OSError, match="No space left"):
+        for i in range(1_000):  # raised by a later block once the thread has failed
+            writer.write_line(f'{{"id": "q{i}"}}\n')
+        writer.close()
+    with pytest.raises(OSError, match="No space left"):  # as run_queries' finally calls it
+        writer.close()
+    assert writer._fh.closed and not writer._thread.is_alive()

@@ -33,6 +33,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import queue
+import threading
 from array import array
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -94,13 +96,25 @@ def answer_fields(answer: Answer, private: bool = False) -> dict[str, Any]:
 
 
 class PerQueryWriter:
-    """Streams records to disk and keeps the running sha256 of the exact bytes written."""
+    """Streams records to disk and keeps the running sha256 of the exact bytes written. The
+    bytes go out BLOCK at a time on a second thread, whose write and hash leave the GIL: a
+    1M-query run writes 8.3 GB while its next batches are scored. An error writing is raised
+    by the next block handed on, else by :meth:`close` (which every caller reaches)."""
+
+    BLOCK = 4 << 20
+    QUEUED = 4  # blocks waiting at most: the writer holds ~20 MiB, not the file
 
     def __init__(self, path: Path):
         self.path = path
         self._fh: IO[bytes] = path.open("wb")
         self._sha = hashlib.sha256()
         self.count = 0
+        self._pending: list[bytes] = []
+        self._size = 0
+        self._blocks: queue.Queue[bytes | None] = queue.Queue(maxsize=self.QUEUED)
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._drain, name="kebab-per-query", daemon=True)
+        self._thread.start()
 
     def write(self, rec: Mapping[str, Any]) -> None:
         self.write_line(json.dumps(rec, ensure_ascii=False, allow_nan=False) + "\n")
@@ -108,12 +122,37 @@ class PerQueryWriter:
     def write_line(self, line: str) -> None:
         """One line already serialised (ending in a newline)."""
         data = line.encode("utf-8")
-        self._fh.write(data)
-        self._sha.update(data)
+        self._pending.append(data)
+        self._size += len(data)
         self.count += 1
+        if self._size >= self.BLOCK:
+            self._hand_on()
+
+    def _hand_on(self) -> None:
+        if self._error is not None:
+            raise self._error
+        block, self._pending, self._size = b"".join(self._pending), [], 0
+        self._blocks.put(block)
+
+    def _drain(self) -> None:
+        while (block := self._blocks.get()) is not None:
+            if self._error is None:
+                try:
+                    self._fh.write(block)
+                    self._sha.update(block)
+                except BaseException as exc:  # raised again on the writing thread
+                    self._error = exc
 
     def close(self) -> str:
-        self._fh.close()
+        try:
+            if self._pending and self._error is None:
+                self._blocks.put(b"".join(self._pending))
+            self._blocks.put(None)
+            self._thread.join()
+        finally:
+            self._fh.close()
+        if self._error is not None:
+            raise self._error
         return self._sha.hexdigest()
 
 
