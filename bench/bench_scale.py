@@ -503,10 +503,16 @@ def _derived_digest(out: str, uri: str, env: dict) -> str:
                           capture_output=True, text=True).stdout.strip()
 
 
+PREVIOUS = "\n# the previous measurement, kept below the new one:\n"
+
+
 def _write(name: str, lines: list[str]) -> None:
+    """The results file: these lines, then the file's latest measurement before them."""
     text = "\n".join(lines) + "\n"
     print(text)
-    (RESULTS.parent / f"{name}.txt").write_text(text)
+    path = RESULTS.parent / f"{name}.txt"
+    previous = path.read_text().split(PREVIOUS)[0] if path.exists() else ""
+    path.write_text(text + (PREVIOUS + previous if previous else ""))
 
 
 def main() -> None:
