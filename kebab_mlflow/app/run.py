@@ -181,7 +181,7 @@ def prepare(options: RunOptions, on_status: Callable[[str], None] = lambda s: No
 class _RunFileMeanwhile:
     """A ``run:`` target's file read on a second thread while the golden set is parsed:
     pyarrow's CSV parse leaves the GIL; the ids' dictionaries and the sort after it do not,
-    so a 1M-query run's preparation went from 72 to 63 s, not to the longer of the two.
+    so a 1M-query run's preparation went from 68 to 62 s, not to the longer of the two.
     Only ``run:``: other targets import code or probe a server, which belongs after the
     golden set is known good. A daemon thread: Ctrl-C does not wait for the read."""
 
