@@ -172,7 +172,7 @@ def test_a_replayed_line_keeps_its_hits_text_only_when_it_is_what_the_codes_writ
     def kept(raw, depth=20):
         return _recorded_hits(raw, REPLAY.decode(raw), depth)
 
-    written = hits_json([0, 1, 2], [h["score"] for h in hits],
+    written = hits_json([0, 1, 2], [repr(h["score"]) for h in hits],
                         json_texts([h["doc_id"] for h in hits]))
     assert kept(line(hits)) == written  # this writer's text, as the codes write it
     assert kept(line([])) == "[]"

@@ -218,7 +218,7 @@ def _recorded_hits(raw: bytes, line: Any, depth: int) -> str | None:
         return None
     if not hits:
         return text if text == "[]" else None
-    first = hits_json([0], [hits[0].score], json_texts([hits[0].doc_id]))[:-1]
+    first = hits_json([0], [repr(hits[0].score)], json_texts([hits[0].doc_id]))[:-1]
     return text if text.startswith(first) and text[len(first)] in ",]" else None
 
 
