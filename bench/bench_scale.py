@@ -126,8 +126,7 @@ def measured(golden: Path, store: Path, env: dict) -> dict:
 def pipeline_main(args: argparse.Namespace) -> None:
     sizes = [int(s) for s in args.sizes.split(",")]
     tmp = Path(tempfile.mkdtemp(prefix="kebab-bench-scale-"))
-    env = {**os.environ, "KEBAB_CACHE_DIR": str(tmp / "cache"),
-           "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true"}
+    env = bench_env(tmp)
     print(f"warming the index cache ({SCIFACT.name}, chunker.mode=document) ...", flush=True)
     run(synthetic_golden(20, args.seed, tmp / "warm.yaml"), tmp / "warm-store", env)
     rows = []
@@ -262,10 +261,8 @@ def run_file_main(args: argparse.Namespace) -> None:
         how = sides_words(args, commit, "fresh process and SQLite store each, alternated")
     else:
         tmp = Path(tempfile.mkdtemp(prefix="kebab-bench-runfile-", dir=args.tmp))
-        code = {"after": {**os.environ, "KEBAB_CACHE_DIR": str(tmp / "cache"),
-                          "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true"}}
-        how = (f"fresh process and SQLite store each; load average {os.getloadavg()[0]:.1f} "
-               f"at start on {os.cpu_count()} CPUs")
+        code = {"after": bench_env(tmp)}
+        how = f"fresh process and SQLite store each; {load_words()}"
     lines = ["bench_scale run-file — `kebab-mlflow run --target run:FILE --k 100 --json` on "
              f"synthetic sets of 100 hits a query (seed {args.seed}; {how})", "",
              f"{'queries':>10} {'code':>7} {'run MiB':>8} {'wall s':>8} {'CPU s':>7} "
@@ -422,10 +419,8 @@ def edited_set(golden: Path, out: Path) -> Path:
 def before_and_after(args: argparse.Namespace, part: str) -> tuple[Path, dict, str]:
     """(a fresh temporary folder, the two sides' environments, the short commit of
     ``args.old``): :func:`old_code` in that folder."""
-    args.old = args.old or "main"
     tmp = Path(tempfile.mkdtemp(prefix=f"kebab-bench-{part}-", dir=args.tmp))
-    env = {**os.environ, "KEBAB_CACHE_DIR": str(tmp / "cache"),
-           "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true"}
+    env = bench_env(tmp)
     code, commit = old_code(args, tmp, env)
     return tmp, code, commit
 
@@ -434,8 +429,17 @@ def sides_words(args: argparse.Namespace, commit: str, how: str) -> str:
     """The header's words on the two sides, how they ran, peak RSS and the load."""
     return (f"before (git {args.old} = {commit}) and after (this checkout) in one script run; "
             f"{how}; peak RSS = ru_maxrss (or the watchdog's largest RSS when it killed the "
-            f"child past {args.limit_mib:,.0f} MiB); load average {os.getloadavg()[0]:.1f} at "
-            f"start on {os.cpu_count()} CPUs")
+            f"child past {args.limit_mib:,.0f} MiB); {load_words()}")
+
+
+def load_words() -> str:
+    return f"load average {os.getloadavg()[0]:.1f} at start on {os.cpu_count()} CPUs"
+
+
+def bench_env(tmp: Path) -> dict:
+    """The children's environment: their own index cache; MLflow's URL line not printed."""
+    return {**os.environ, "KEBAB_CACHE_DIR": str(tmp / "cache"),
+            "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true"}
 
 
 def figures(r: dict) -> str:
@@ -533,6 +537,8 @@ def main() -> None:
                                 "pipeline": "500,5000,50000",
                                 "compare": "10000,100000",
                                 "rescore": "10000,100000"}[args.part]
+    if args.part in ("compare", "rescore"):
+        args.old = args.old or "main"
     {"validate": validate_main, "run-file": run_file_main, "pipeline": pipeline_main,
      "compare": compare_main, "rescore": rescore_main}[args.part](args)
 

@@ -27,7 +27,8 @@
 
     ReplyError (not a KebabError)   one target reply unusable: becomes that query's error
     YamlFallback (internal)         a YAML construct the one-pass composer leaves to PyYAML
-    SettingsAfterQueries (internal) queries built before the settings they depend on
+    SettingsAfterQueries (internal) queries built before the settings they depend on, or not
+                                    streamable: the golden file is parsed whole
     ArrowUnusable (internal)        a run file pyarrow cannot split: read line by line
     TooDeeplyNested (internal)      a ValueError: JSON nested past Python's parser's recursion
 
@@ -187,8 +188,10 @@ class YamlFallback(Exception):
 
 class SettingsAfterQueries(Exception):
     """Internal: a golden set's queries were built as they were parsed, before a file setting
-    they depend on (``metadata_fields``, ``case_insensitive``) that comes after ``queries:``;
-    :func:`kebab_mlflow.golden.parse_golden_set` parses the file again whole."""
+    they depend on (``metadata_fields``, ``case_insensitive``) that comes after ``queries:``
+    — or, streamed (:func:`kebab_mlflow.golden.stream_golden_set`), under any setting that
+    comes after them, from a bare list, or by PyYAML. ``golden.parse_golden_set`` then parses
+    the file again whole; ``comparison/unjudged.py`` loads it whole and starts again."""
 
 
 class ArrowUnusable(Exception):

@@ -163,11 +163,7 @@ class GoldenSet:
         return len(self.queries)
 
     def subset(self, ids: set[str]) -> GoldenSet:
-        kept = tuple(q for q in self.queries if q.id in ids)
-        return GoldenSet(name=self.name, queries=kept, path=self.path, private=self.private,
-                         metadata_fields=self.metadata_fields,
-                         description=self.description, digest=self.digest, corpus=self.corpus,
-                         primary_metric=self.primary_metric)
+        return replace(self, queries=tuple(q for q in self.queries if q.id in ids))
 
 
 # (source, sha256 of the bytes) -> golden set: a sweep validates the file and then loads it once
@@ -177,13 +173,16 @@ _PARSED: dict[tuple[str, str], GoldenSet] = {}
 
 def load_golden_set(path: str | Path) -> GoldenSet:
     """Read and validate a golden-set file; raise one GoldenSetError listing every problem."""
-    path = Path(path)
-    raw = _read(path)
-    key = (str(path), hashlib.sha256(raw).hexdigest())
+    raw = _read(Path(path))
+    return _parsed(raw, str(path), hashlib.sha256(raw).hexdigest())
+
+
+def _parsed(raw: bytes, source: str, digest: str) -> GoldenSet:
+    key = (source, digest)
     if key not in _PARSED:
         if len(_PARSED) >= 8:
             _PARSED.clear()
-        _PARSED[key] = parse_golden_set(raw, str(path))
+        _PARSED[key] = parse_golden_set(raw, source, digest=digest)
     return _PARSED[key]
 
 
@@ -208,15 +207,15 @@ class GoldenFile:
         return cls(path=str(path), digest=hashlib.sha256(_read(Path(path))).hexdigest())
 
     def load(self) -> GoldenSet:
-        golden = load_golden_set(self.path)
-        self._check(golden.digest)
-        return golden
+        raw = _read(Path(self.path))
+        self._check(hashlib.sha256(raw).hexdigest())
+        return _parsed(raw, self.path, self.digest)
 
     def stream(self, size: int, sink: Callable[[GoldenSet], None]) -> GoldenSet:
         """:func:`stream_golden_set` of the file."""
         raw = _read(Path(self.path))
         self._check(hashlib.sha256(raw).hexdigest())
-        return stream_golden_set(raw, self.path, size, sink)
+        return stream_golden_set(raw, self.path, size, sink, digest=self.digest)
 
     def _check(self, digest: str) -> None:
         if digest != self.digest:
@@ -224,11 +223,11 @@ class GoldenFile:
                 Problem(f"sha256 {digest[:12]}, expected {self.digest[:12]}", self.path)])
 
 
-def parse_golden_set(raw: bytes, source: str) -> GoldenSet:
+def parse_golden_set(raw: bytes, source: str, digest: str | None = None) -> GoldenSet:
     """The golden set of a file's bytes; its queries are built as the parser reaches them
     (:class:`_QueryBuilder`), parsed whole again only when a setting they depend on comes
-    after ``queries:``."""
-    digest = hashlib.sha256(raw).hexdigest()
+    after ``queries:``. ``digest``: the bytes' sha256 when the caller has it already."""
+    digest = digest or hashlib.sha256(raw).hexdigest()
     data, node = parse(raw, source, GoldenSetError, "golden set",
                        Stream("queries", lambda top: _QueryBuilder(top, source)))
     try:
@@ -237,8 +236,8 @@ def parse_golden_set(raw: bytes, source: str) -> GoldenSet:
         return _build(*parse(raw, source, GoldenSetError, "golden set"), source, digest)
 
 
-def stream_golden_set(raw: bytes, source: str, size: int,
-                      sink: Callable[[GoldenSet], None]) -> GoldenSet:
+def stream_golden_set(raw: bytes, source: str, size: int, sink: Callable[[GoldenSet], None],
+                      digest: str | None = None) -> GoldenSet:
     """The golden set of a file's bytes handed to ``sink`` ``size`` queries at a time, as the
     parser reaches them, never held whole (a 1M-query set's records are ~1 GB); returns the
     set without its queries. For a file a run was scored on (its digest recorded), so loaded
@@ -246,8 +245,9 @@ def stream_golden_set(raw: bytes, source: str, size: int,
     checks across queries (duplicate ids, metric keys) are not made again. Raises
     SettingsAfterQueries, possibly after some chunks, when the queries could not be built as
     a whole parse builds them (a setting after ``queries:``, a bare list, YAML the streaming
-    parser hands to PyYAML): the caller then loads the set whole."""
-    digest = hashlib.sha256(raw).hexdigest()
+    parser hands to PyYAML): the caller then loads the set whole. ``digest``: the bytes' sha256
+    when the caller has it already."""
+    digest = digest or hashlib.sha256(raw).hexdigest()
     builders: list[_ChunkBuilder] = []
 
     def start(top: dict[Any, Any]) -> _ChunkBuilder:
@@ -311,10 +311,8 @@ class _ChunkBuilder:
     def __init__(self, top: dict[Any, Any], source: str, digest: str, size: int,
                  sink: Callable[[GoldenSet], None]):
         self.build = _QueryBuilder(top, source)
-        self.header = h = self.build.header
-        self.empty = GoldenSet(name=h.name, queries=(), path=source, private=h.private,
-                               metadata_fields=h.metadata_fields, description=h.description,
-                               digest=digest, corpus=h.corpus, primary_metric=h.primary_metric)
+        self.header = self.build.header
+        self.empty = _golden_set(self.header, (), source, digest)
         self.size, self.sink = size, sink
         self.pending: list[GoldenQuery] = []
 
@@ -362,10 +360,14 @@ def _build(data: Any, node: Any, source: str, digest: str) -> GoldenSet:
     problems += _mlflow_name_problems(header.name, header.metadata_fields, parsed, node, at)
     if problems:
         raise GoldenSetError(f"invalid golden set {source}", problems)
-    return GoldenSet(name=header.name, queries=tuple(parsed), path=source, private=header.private,
-                     metadata_fields=header.metadata_fields,
-                     description=header.description, digest=digest, corpus=header.corpus,
-                     primary_metric=header.primary_metric)
+    return _golden_set(header, tuple(parsed), source, digest)
+
+
+def _golden_set(header: _Header, queries: tuple[GoldenQuery, ...], source: str,
+                digest: str) -> GoldenSet:
+    return GoldenSet(name=header.name, queries=queries, path=source, private=header.private,
+                     metadata_fields=header.metadata_fields, description=header.description,
+                     digest=digest, corpus=header.corpus, primary_metric=header.primary_metric)
 
 
 def _mlflow_name_problems(name: str, metadata_fields: tuple[str, ...],

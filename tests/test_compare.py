@@ -473,3 +473,28 @@ def test_on_a_terminal_compare_says_its_steps_and_in_a_log_it_does_not(store, mo
     # a chunker change: doc level, so the bounds for unjudged hits run after the reading
     assert [s.split()[1] for s in steps] == ["reading", "bounds"]
     assert "base and rechunk" in steps[0] and "--unjudged off" in steps[1]
+
+
+def test_bounds_that_cannot_be_had_are_a_reports_note_and_the_gates_refusal(store, tmp_path,
+                                                                             monkeypatch):
+    from kebab_mlflow.errors import GoldenSetError
+    from kebab_mlflow.golden import GoldenFile
+
+    gone = tmp_path / "gone.yaml"
+    res, out = _compare(store, "base", "rechunk", "--no-log", "--format", "json",
+                        "--golden", str(gone))
+    assert res.exit_code == 0, out
+    [note] = [n for n in _json(out)["notes"] if n.startswith("no bounds for unjudged hits")]
+    assert "gone.yaml" in note
+    res, out = _compare(store, "base", "rechunk", "--no-log", "--unjudged", "gate",
+                        "--golden", str(gone))
+    assert res.exit_code == 2 and "gone.yaml" in out
+
+    def changed(self, size, sink):  # the file changed after its digest was checked
+        raise GoldenSetError(f"golden set {self.path} changed while it was being read")
+
+    monkeypatch.setattr(GoldenFile, "stream", changed)
+    res, out = _compare(store, "base", "rechunk", "--no-log", "--format", "json")
+    assert res.exit_code == 0, out
+    assert "no bounds for unjudged hits: golden set" in " ".join(_json(out)["notes"])
+    assert "changed while it was being read" in " ".join(_json(out)["notes"])

@@ -210,8 +210,8 @@ class _RunFileMeanwhile:
     def result(self) -> Any:
         """The target, or the error reading it raised."""
         self.thread.join()
-        if self.target is None:
-            raise self.error or RuntimeError("the run file was not read")
+        if self.error is not None:
+            raise self.error
         return self.target
 
 

@@ -94,18 +94,18 @@ def _decided(base_side: RunSide, cand_side: RunSide, options: CompareOptions, re
     golden_set = candidate_golden(cand_side, golden) if by is not None else None
     if unjudged is not Unjudged.off and result.level in ("doc", "chunk+doc"):
         try:
-            # streamed a chunk at a time unless --by loaded it whole
+            # streamed a chunk at a time unless --by loaded it whole; what the bounds cannot
+            # read (the golden file gone, changed, or failing as streamed) is a report's note
             bounds_golden = golden_set or candidate_golden_file(cand_side, golden)
-        except InputError as exc:
-            if unjudged is Unjudged.gate:
-                raise
-            result = replace(result, notes=(*result.notes, f"no bounds for unjudged hits: {exc}"))
-        else:
             # the longest step of a large compare (100k queries: ~30 s of ~50): say what it is
             status("bounds for unjudged hits: both runs rescored with the documents nobody "
                    "judged counted relevant (--unjudged off skips this)", terminal_only=True)
             result = with_unjudged_bounds(result, base_side, cand_side, bounds_golden, options,
                                           UnjudgedMode(unjudged.value))
+        except InputError as exc:
+            if unjudged is Unjudged.gate:
+                raise
+            result = replace(result, notes=(*result.notes, f"no bounds for unjudged hits: {exc}"))
     if by is not None and golden_set is not None:
         result = with_slices(result, base_side, cand_side, golden_set, by)
     return result

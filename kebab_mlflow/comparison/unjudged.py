@@ -133,12 +133,12 @@ def _optimistic_sides(baseline: RunSide, candidate: RunSide, golden: GoldenSet |
     chunk of the golden set at a time, in its order: what rescoring the whole would give.
     A file whose queries need a whole parse (golden.stream_golden_set) is loaded whole and
     the sides rescored again from the start."""
-    try:
-        return _optimistic_sides_of(baseline, candidate, golden, k, names)
-    except SettingsAfterQueries:
-        if not isinstance(golden, GoldenFile):
-            raise
-        return _optimistic_sides_of(baseline, candidate, golden.load(), k, names)
+    if isinstance(golden, GoldenFile):
+        try:
+            return _optimistic_sides_of(baseline, candidate, golden, k, names)
+        except SettingsAfterQueries:
+            golden = golden.load()
+    return _optimistic_sides_of(baseline, candidate, golden, k, names)
 
 
 def _optimistic_sides_of(baseline: RunSide, candidate: RunSide, golden: GoldenSet | GoldenFile,

@@ -140,13 +140,13 @@ class PerQueryWriter:
                 try:
                     self._fh.write(block)
                     self._sha.update(block)
-                except BaseException as exc:  # raised again on the writing thread
+                except BaseException as exc:  # raised again on the caller's thread
                     self._error = exc
 
     def close(self) -> str:
         try:
             if self._pending and self._error is None:
-                self._blocks.put(b"".join(self._pending))
+                self._hand_on()
             self._blocks.put(None)
             self._thread.join()
         finally:
