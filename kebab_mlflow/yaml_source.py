@@ -141,7 +141,12 @@ class _Composer:
         self.loader = SAFE_LOADER(raw)
         # the loader's own get_event: yaml.parse's generator makes a second call per event
         self.next_event = self.loader.get_event
-        self.resolvers = yaml.SafeLoader.yaml_implicit_resolvers
+        # the safe loader's implicit resolvers by a plain scalar's first character, joined
+        # once: most plain scalars of a golden set (ids) start with a letter none resolves
+        resolvers = yaml.SafeLoader.yaml_implicit_resolvers
+        self.any_start = list(resolvers.get(None, []))
+        self.resolvers = {first: [*found, *self.any_start]
+                          for first, found in resolvers.items() if first is not None}
         self.constructor = yaml.constructor.SafeConstructor()
         self.duplicates: list[tuple[str, int, int]] = []  # (key, first line, repeated line)
 
@@ -241,7 +246,9 @@ class _Composer:
             raise YamlFallback
         if not event.implicit[0]:
             return value
-        candidates = self.resolvers.get(value[:1], []) + self.resolvers.get(None, [])
+        candidates = self.resolvers.get(value[:1], self.any_start)
+        if not candidates:
+            return value
         tag = next((tag for tag, regexp in candidates if regexp.match(value)), _STR_TAG)
         if tag == _STR_TAG:
             return value

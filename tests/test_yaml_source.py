@@ -21,6 +21,9 @@ CASES = [
     "just a scalar",
     "unicode: \"caf\\u00e9 \U0001F600\"\n",
     "? explicit\n: key\n",
+    # a plain scalar's first character picks the resolvers tried: each kind, and ids none takes
+    "v: [d72, s0000000, y, n, Y, N, yes, off, True, FALSE, Null, NULL, +1, -1.5, .5, 0b101, "
+    "1:30, 190:20:30.15, 0.1e+2, .NaN, -.Inf, <<x, abc, _x, é, 2001-12-14t21:59:43.10-05:00]\n",
 ]
 
 FALLBACK = [
