@@ -15,10 +15,12 @@ query's error (``duplicate chunk id``) as for any target.
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from itertools import chain, count, repeat
+from operator import add
 from typing import Any
 
 import msgspec
@@ -106,7 +108,7 @@ def coded_tables(batch: Sequence[GoldenQuery], codes: np.ndarray, doc_code: Mapp
 def hits_json(codes: Sequence[int], scores: Sequence[str], doc_json: Sequence[str]) -> str:
     """The ``hits`` list of a per_query.jsonl line, as ``json.dumps`` writes the Hit path's
     dicts (default separators); ``scores``: each float as ``repr`` writes it
-    (:func:`score_texts`). A list, not a generator, and each rank's constant prefix made once:
+    (:func:`json_floats`). A list, not a generator, and each rank's constant prefix made once:
     2.6× faster, and this is the per-hit cost of a run file."""
     return "[" + ", ".join([f'{prefix}{doc}, "doc_id": {doc}, "score": {score}}}'
                             for prefix, doc, score in zip(_rank_prefixes(len(codes)),
@@ -114,16 +116,36 @@ def hits_json(codes: Sequence[int], scores: Sequence[str], doc_json: Sequence[st
                                                           scores, strict=True)]) + "]"
 
 
-def score_texts(scores: np.ndarray) -> list[list[str]]:
-    """Each row of a b × k score matrix as ``repr`` writes its floats. msgspec writes them 10×
-    faster with the same shortest round-trip digits (``tests/test_coded_scores.py`` holds
-    millions against ``repr``) but another notation outside [1e-4, 1e16): a row with such a
-    score, or one not finite, is written by ``repr``. At 1M queries of 100 hits, ``repr``
-    was 36 s of the run."""
-    magnitude = np.abs(scores)
-    plain = (((magnitude >= 1e-4) & (magnitude < 1e16)) | (scores == 0)).all(axis=1)
+def json_floats(values: np.ndarray) -> list[list[str]]:
+    """Each row of a b × k float matrix as ``json.dumps`` writes its floats (``repr``), NaN
+    as null (a score without ground truth, as :func:`per_query.record` writes it). msgspec
+    writes them 10× faster with the same shortest round-trip digits
+    (``tests/test_coded_scores.py`` holds millions against ``repr``) but another notation
+    outside [1e-4, 1e16): a row with such a value is written one value at a time; an
+    infinite one is refused, as ``json.dumps(allow_nan=False)`` refuses it. At 1M queries of
+    100 hits and 55 metrics, ``json`` and ``repr`` were 40 s of the run."""
+    magnitude = np.abs(values)
+    plain = (((magnitude >= 1e-4) & (magnitude < 1e16)) | (values == 0)
+             | np.isnan(values)).all(axis=1)
     return [_NUMBERS.encode(row)[1:-1].decode().split(",") if fast and row else
-            list(map(repr, row)) for row, fast in zip(scores.tolist(), plain.tolist(), strict=True)]
+            list(map(_json_float, row))
+            for row, fast in zip(values.tolist(), plain.tolist(), strict=True)]
+
+
+def _json_float(value: float) -> str:
+    if math.isnan(value):
+        return "null"
+    if math.isinf(value):
+        raise ValueError(f"Out of range float values are not JSON compliant: {value!r}")
+    return repr(value)
+
+
+def _scores_json(scores: Mapping[str, np.ndarray], rows: int) -> list[str]:
+    """Each query's ``scores`` object of a batch's score columns, as ``json.dumps`` writes
+    :func:`per_query.record`'s dict."""
+    keys = [json.dumps(name, ensure_ascii=False) + ": " for name in scores]
+    matrix = np.column_stack([*scores.values()]) if scores else np.zeros((rows, 0))
+    return ["{" + ", ".join(map(add, keys, row)) + "}" for row in json_floats(matrix)]
 
 
 @lru_cache(maxsize=8)
@@ -131,17 +153,17 @@ def _rank_prefixes(n: int) -> list[str]:
     return [f'{{"rank": {rank}, "chunk_id": ' for rank in range(1, n + 1)]
 
 
-def coded_line(query: GoldenQuery, result: QueryResult, hits: str,
-               scores: Mapping[str, float], private: bool,
-               first_relevant: Mapping[str, float]) -> str:
-    """One per_query.jsonl line: :func:`record` of the hit-less result, with ``hits`` put in
-    its place (between ``query`` and ``answer``)."""
-    rec = record(query, result, scores, private, first_relevant)
+def coded_line(query: GoldenQuery, result: QueryResult, hits: str, scores: str,
+               private: bool, first_relevant: Mapping[str, float]) -> str:
+    """One per_query.jsonl line: :func:`record` of the hit-less, score-less result, with
+    ``hits`` and ``scores`` (their JSON text) put in their places."""
+    rec = record(query, result, {}, private, first_relevant)
     head = json.dumps({"id": rec.pop("id"), "query": rec.pop("query")}, ensure_ascii=False,
                       allow_nan=False)
-    del rec["hits"]
+    answer = json.dumps({"answer": rec.pop("answer")}, ensure_ascii=False, allow_nan=False)
+    del rec["hits"], rec["scores"]
     tail = json.dumps(rec, ensure_ascii=False, allow_nan=False)
-    return f'{head[:-1]}, "hits": {hits}, {tail[1:]}\n'
+    return f'{head[:-1]}, "hits": {hits}, {answer[1:-1]}, "scores": {scores}, {tail[1:]}\n'
 
 
 def score_coded_batch(pipeline: Any, batch: Sequence[GoldenQuery],
@@ -170,15 +192,13 @@ def score_coded_batch(pipeline: Any, batch: Sequence[GoldenQuery],
                                        latency_ms=latency_ms) for q in batch]
     texts = _hits_texts(pipeline, codes, hit_scores, lengths,
                         recorded_hits or [None] * len(batch))
-    names = list(scores)
-    columns = [scores[name].tolist() for name in names]
     level_ranks = {level: v.tolist() for level, v in ranks.items()}
     lines: list[str] = []
-    for i, (q, result, text) in enumerate(zip(batch, results, texts, strict=True)):
-        lines.append(coded_line(q, result, text,
-                                {name: column[i] for name, column in zip(names, columns,
-                                                                          strict=True)},
-                                private, {level: v[i] for level, v in level_ranks.items()}))
+    for i, (q, result, text, scored) in enumerate(zip(batch, results, texts,
+                                                      _scores_json(scores, len(batch)),
+                                                      strict=True)):
+        lines.append(coded_line(q, result, text, scored, private,
+                                {level: v[i] for level, v in level_ranks.items()}))
     return scores, lines, [r.latency_ms for r in results], bound
 
 
@@ -188,7 +208,7 @@ def _hits_texts(pipeline: Any, codes: np.ndarray, hit_scores: np.ndarray, length
     if None not in given:
         return [text for text in given if text is not None]
     doc_json = pipeline.doc_json
-    rows = zip(codes.tolist(), score_texts(hit_scores), lengths.tolist(), strict=True)
+    rows = zip(codes.tolist(), json_floats(hit_scores), lengths.tolist(), strict=True)
     return [text if text is not None else hits_json(row[:n], row_scores[:n], doc_json)
             for text, (row, row_scores, n) in zip(given, rows, strict=True)]
 
