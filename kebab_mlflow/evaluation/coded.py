@@ -132,10 +132,10 @@ def json_floats(values: np.ndarray) -> list[list[str]]:
     """Each row of a b × k float matrix as ``json.dumps`` writes its floats (``repr``), NaN
     as null (a score without ground truth, as :func:`per_query.record` writes it). msgspec
     writes them 10× faster with the same shortest round-trip digits
-    (``tests/test_coded_scores.py`` holds millions against ``repr``) but another notation
-    outside [1e-4, 1e16): a row with such a value is written one value at a time; an
-    infinite one is refused, as ``json.dumps(allow_nan=False)`` refuses it. At 1M queries of
-    100 hits and 55 metrics, ``json`` and ``repr`` were 40 s of the run."""
+    (``tests/test_coded_scores.py`` holds over a million against ``json.dumps``) but another
+    notation outside [1e-4, 1e16): a row with such a value is written one value at a time;
+    an infinite one is refused, as ``json.dumps(allow_nan=False)`` refuses it. With
+    :func:`hits_json`'s slices, a 1M-query run file's ``metrics_s`` went from 85 to 63 s."""
     magnitude = np.abs(values)
     plain = (((magnitude >= 1e-4) & (magnitude < 1e16)) | (values == 0)
              | np.isnan(values)).all(axis=1)
