@@ -31,6 +31,8 @@
                                     streamable: the golden file is parsed whole
     ArrowUnusable (internal)        a run file pyarrow cannot split: read line by line
     TooDeeplyNested (internal)      a ValueError: JSON nested past Python's parser's recursion
+    ScoreNotKept (internal)         a KeyError: a score a compact read left out was read (a
+                                    bug: the list of the scores compare reads is short)
 
 The CLI maps every KebabError to its ``exit_code`` and prints ``str(error)``; no traceback.
 """
@@ -202,3 +204,8 @@ class ArrowUnusable(Exception):
 class TooDeeplyNested(ValueError):
     """Internal: JSON nested deeper than Python's parser recurses (a RecursionError
     otherwise); :func:`kebab_mlflow.files.json_loads` raises it so a reader reports the line."""
+
+
+class ScoreNotKept(KeyError):
+    """A score ``read_compact(names=...)`` left out was read: the caller's list of the scores
+    it reads is incomplete (evaluation/per_query.py, comparison/verdict.py compare_reads)."""

@@ -15,8 +15,8 @@ from kebab_mlflow.comparison.pr_comment import to_pr_comment
 from kebab_mlflow.comparison.records import CompareOptions, RowSource, RunSide
 from kebab_mlflow.comparison.rendering import dumps, to_junit, to_markdown
 from kebab_mlflow.comparison.unjudged import UnjudgedMode, with_unjudged_bounds
-from kebab_mlflow.comparison.verdict import compare_runs
-from kebab_mlflow.errors import PerQueryError
+from kebab_mlflow.comparison.verdict import compare_reads, compare_runs
+from kebab_mlflow.errors import ComparisonRefused, PerQueryError, ScoreNotKept
 from kebab_mlflow.evaluation.bounds import optimistic_golden, unjudged_docs
 from kebab_mlflow.evaluation.evaluate import evaluate, reference_pipeline
 from kebab_mlflow.evaluation.per_query import (
@@ -104,7 +104,7 @@ def test_compact_rows_equal_the_whole_rows_on_edge_cases(tmp_path):
     assert (q2.refused, q2.top_score, q2.abstention) == (True, 0.75, "correct_refusal")
     assert (q3.refused, q3.flip_rate, q3.has_evidence, q3.score("mrr")) == (False, 0.5, True, None)
     # rows with the same score names (and the same first ranks) share one copy
-    assert q1._names is next(read_compact(path))._names
+    assert q1._layout is next(read_compact(path))._layout
 
 
 def test_a_malformed_line_is_the_same_error_as_the_whole_reader(tmp_path):
@@ -296,3 +296,84 @@ def test_undecodable_lines_fall_back_to_the_checked_errors(tmp_path, raw):
     with pytest.raises(PerQueryError) as compact:
         list(read_compact(path))
     assert "bad.jsonl:1" in str(compact.value)
+
+
+def test_the_candidate_and_the_bounds_rows_hold_the_baselines_strings(fixture_runs, tmp_path):
+    """Both sides carry the same query ids and texts: the candidate's compact rows hold the
+    baseline's string objects (a 1M-query compare: ~170 MB), and the rows the bounds rescore
+    hold their side's ids; a text that differs stays the candidate's own."""
+    path = fixture_runs["base"].per_query_path
+    baseline = {r.id: r for r in read_compact(path)}
+    lines = path.read_bytes().splitlines(keepends=True)
+    first = json.loads(lines[0])
+    first["query"] = first["query"] + " (edited)"
+    edited = tmp_path / "edited.jsonl"
+    edited.write_bytes(json.dumps(first).encode() + b"\n" + b"".join(lines[1:]))
+    candidate = list(read_compact(edited, twins=baseline))
+    assert [r.id for r in candidate] == list(baseline)
+    assert all(r.id is baseline[r.id].id for r in candidate)
+    assert candidate[0].query == baseline[first["id"]].query + " (edited)"
+    assert all(r.query is baseline[r.id].query for r in candidate[1:])
+    for row, twin in zip(candidate[1:], list(baseline.values())[1:], strict=True):
+        assert row.scores == twin.scores and row.top_score == twin.top_score
+
+    _, compact = _pairs(fixture_runs)
+    counts, upper_b, upper_c = unjudged._optimistic_sides(
+        compact["base"], compact["rand"], load_golden_set(GOLDEN), 10, {"ndcg_at_10_doc"})
+    for side, upper in ((compact["base"], upper_b), (compact["rand"], upper_c)):
+        assert upper.rows and all(r.id is side.by_id[r.id].id for r in upper.rows)
+
+
+def test_a_narrowed_read_keeps_only_the_scores_it_is_asked_for(fixture_runs):
+    """``names``: only those values are kept, yet every score's name and whether it has a
+    value stay known (compare's valid-metric lists and "metrics with values"); reading one
+    left out is a bug, raised, never a silent None."""
+    names = {"mrr", "ndcg_at_10_doc", "not_in_the_file"}
+    for result in fixture_runs.values():
+        whole = list(read_per_query(result.per_query_path))
+        narrow = list(read_compact(result.per_query_path, names=names))
+        assert len(narrow) == len(whole)
+        for c, w in zip(narrow, whole, strict=True):
+            assert list(c.score_names) == list(w.scores)
+            assert c.scores == {n: v for n, v in w.scores.items() if n in names}
+            assert all(c.has_value(n) == (v is not None) for n, v in w.scores.items())
+            assert c.score("not_in_the_file") is None and not c.has_value("not_in_the_file")
+            left_out = next(n for n in w.scores if n not in names)
+            with pytest.raises(ScoreNotKept):
+                c.score(left_out)
+        assert any(c.has_value("mrr_doc") for c in narrow)  # a left-out score with values
+
+
+@pytest.mark.parametrize("options", [
+    CompareOptions(resamples=500),
+    CompareOptions(resamples=500, primary="recall_at_10_chunk", gates=("ndcg_at_10_chunk",
+                                                                   "map_doc")),
+    CompareOptions(resamples=500, gates=("not_a_metric",)),
+], ids=["default", "named", "unknown-gate"])
+def test_a_comparison_is_the_same_from_the_scores_it_reads(fixture_runs, options):
+    """Sides read with only :func:`compare_reads`' scores compare as whole rows do, in every
+    format, with the bounds, and refuse an unknown metric with the same valid-metric list."""
+    sides, _ = _pairs(fixture_runs)
+    names = compare_reads(options, [sides["base"].tags, sides["rand"].tags])
+    assert len(names) < len(next(iter(sides["base"].rows)).scores) / 2
+    narrow = {name: replace(s, rows=tuple(read_compact(fixture_runs[name].per_query_path,
+                                                       names=names)),
+                            source=RowSource(path=fixture_runs[name].per_query_path,
+                                             shown_as=str(fixture_runs[name].per_query_path)))
+              for name, s in sides.items()}
+
+    def compared(base: RunSide, cand: RunSide) -> list[str]:
+        try:
+            c = compare_runs(base, cand, options)
+        except ComparisonRefused as refused:
+            return [str(refused)]
+        c = with_unjudged_bounds(c, base, cand, load_golden_set(GOLDEN), options,
+                                 UnjudgedMode.REPORT)
+        return _outputs(c, base, cand)
+
+    expected = compared(sides["base"], sides["rand"])
+    assert compared(narrow["base"], narrow["rand"]) == expected
+    if options.gates == ("not_a_metric",):
+        assert "valid metrics: " in expected[0] and "map_doc" in expected[0]
+    else:
+        assert len(expected) == 4 and "unjudged hits in the top" in expected[0]

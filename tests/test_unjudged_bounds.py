@@ -338,8 +338,7 @@ _COMPACT_SLOTS = ("id", "query", "first_relevant_rank", "abstention", "flip_rate
 
 
 def _compact_fields(row) -> tuple[object, ...]:
-    scores = {n: row.score(n) for n in row.score_names}
-    return (*(getattr(row, s) for s in _COMPACT_SLOTS), list(scores.items()))
+    return (*(getattr(row, s) for s in _COMPACT_SLOTS), list(row.scores.items()))  # kept ones
 
 
 def _coded(lines: list[dict]) -> list:

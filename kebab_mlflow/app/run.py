@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
-import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -48,6 +47,7 @@ from kebab_mlflow.evaluation.report import headline_values, run_report, summary_
 from kebab_mlflow.evaluation.runner import check_expected_ids
 from kebab_mlflow.golden import GoldenSet, load_golden_set, version_label
 from kebab_mlflow.interrupts import checkpoint
+from kebab_mlflow.meanwhile import Meanwhile
 from kebab_mlflow.metrics.aggregate import Aggregate
 from kebab_mlflow.metrics.scoring import run_cutoffs
 from kebab_mlflow.names import DEFAULT_K
@@ -147,12 +147,12 @@ def prepare(options: RunOptions, on_status: Callable[[str], None] = lambda s: No
         "--experiment", options.experiment, names.MAX_EXPERIMENT_NAME)) if why]
     if problems:
         raise ConfigError("invalid options", [Problem(why) for why in problems])
-    reading = _RunFileMeanwhile.start(options.target, options.concurrency)
+    reading = _run_file_meanwhile(options.target, options.concurrency)
     try:
         golden = with_ask(load_golden_set(options.golden), options.ask)
     except Exception:  # its error goes first, as before; the read is not left running
         if reading is not None:
-            reading.thread.join()
+            reading.join()
         raise
     loaded = reading.result() if reading is not None else None
     check_traces(options.traces, golden)
@@ -178,41 +178,17 @@ def prepare(options: RunOptions, on_status: Callable[[str], None] = lambda s: No
                     index_s=time.perf_counter() - t0, ask=options.ask, evidence=evidence)
 
 
-class _RunFileMeanwhile:
+def _run_file_meanwhile(spec: str | None, concurrency: int) -> Meanwhile[Any] | None:
     """A ``run:`` target's file read on a second thread while the golden set is parsed:
     pyarrow's CSV parse leaves the GIL; the ids' dictionaries and the sort after it do not,
     so a 1M-query run's preparation went from 68 to 62 s, not to the longer of the two.
     Only ``run:``: other targets import code or probe a server, which belongs after the
-    golden set is known good. A daemon thread: Ctrl-C does not wait for the read."""
+    golden set is known good."""
+    if not spec or not spec.strip().startswith("run:"):
+        return None
+    from kebab_mlflow.targets import load_target
 
-    def __init__(self, spec: str, concurrency: int):
-        self.spec, self.concurrency = spec, concurrency
-        self.target: Any = None
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._read, name="kebab-run-file", daemon=True)
-
-    @classmethod
-    def start(cls, spec: str | None, concurrency: int) -> _RunFileMeanwhile | None:
-        if not spec or not spec.strip().startswith("run:"):
-            return None
-        reading = cls(spec, concurrency)
-        reading.thread.start()
-        return reading
-
-    def _read(self) -> None:
-        from kebab_mlflow.targets import load_target
-
-        try:
-            self.target = load_target(self.spec, concurrency=self.concurrency)
-        except BaseException as exc:  # raised again on the caller's thread
-            self.error = exc
-
-    def result(self) -> Any:
-        """The target, or the error reading it raised."""
-        self.thread.join()
-        if self.error is not None:
-            raise self.error
-        return self.target
+    return Meanwhile(lambda: load_target(spec, concurrency=concurrency), "kebab-run-file")
 
 
 def corpus_to_use(explicit: str | None, golden: GoldenSet) -> str:
@@ -309,7 +285,7 @@ def _execute(options: RunOptions, on_status: Callable[[str], None],
                      query_ids=result.query_ids)
 
 
-def _import_store_meanwhile(tracking_uri: str | None) -> threading.Thread:
+def _import_store_meanwhile(tracking_uri: str | None) -> Meanwhile[None]:
     """Import mlflow and the store's modules on a second thread while :func:`prepare` reads the
     golden set and the index (the import is most of a cached run's overhead; the machine has a
     second core for the parts that leave the GIL). Best effort: an import that fails here is
@@ -322,9 +298,7 @@ def _import_store_meanwhile(tracking_uri: str | None) -> threading.Thread:
 
             preload(tracking_uri)
 
-    thread = threading.Thread(target=load, name="kebab-store-import", daemon=True)
-    thread.start()
-    return thread
+    return Meanwhile(load, "kebab-store-import")
 
 
 @contextlib.contextmanager

@@ -185,7 +185,7 @@ def _execute(tracking_uri: str | None, experiment: str, refs: tuple[str, str],
 
     fmt, wide, out_file, ui_url = output
     status(f"reading runs {refs[0]} and {refs[1]}: their per-query scores", terminal_only=True)
-    base_side, cand_side = cmp.load_pair(tracker, experiment, *refs)
+    base_side, cand_side = cmp.load_pair(tracker, experiment, *refs, reads=options)
     result = _decided(base_side, cand_side, options, *versions)
     _emit(_pr_comment(tracker, result, base_side, cand_side, ui_url)
           if fmt is Format.pr_comment

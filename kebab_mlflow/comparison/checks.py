@@ -194,7 +194,7 @@ def shared_rows(baseline: RunSide, candidate: RunSide, options: CompareOptions,
                 check: PairCheck) -> SharedRows:
     """The pairs of the shared query ids; different query sets under one golden set refuse
     the pair (only when both per_query.jsonl files were verified: else they say why)."""
-    by_id_c = {r.id: r for r in candidate.rows}
+    by_id_c = candidate.by_id
     ids_b = {r.id for r in baseline.rows}
     pairs = tuple((r, by_id_c[r.id]) for r in baseline.rows if r.id in by_id_c)
     dropped = {"baseline_only": len(ids_b - by_id_c.keys()),

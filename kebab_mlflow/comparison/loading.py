@@ -14,14 +14,16 @@ from __future__ import annotations
 import shutil
 import tempfile
 import weakref
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kebab_mlflow import vocabulary as vocab
-from kebab_mlflow.comparison.records import RowSource, RunSide
-from kebab_mlflow.errors import ComparisonRefused, Problem
-from kebab_mlflow.evaluation.per_query import CompactRow, read_compact
+from kebab_mlflow.comparison.records import CompareOptions, RowSource, RunSide
+from kebab_mlflow.errors import ComparisonRefused, PerQueryError, Problem
+from kebab_mlflow.evaluation.per_query import CompactRow, QueryRow, read_compact
 from kebab_mlflow.files import file_digest
+from kebab_mlflow.meanwhile import Meanwhile
 from kebab_mlflow.records import RunRecord
 from kebab_mlflow.vocabulary import RunStatus
 
@@ -30,8 +32,12 @@ if TYPE_CHECKING:  # the caller opens the store
 
 
 def load_pair(tracker: Tracker, experiment: str, baseline_ref: str, candidate_ref: str,
-              workdir: Path | None = None) -> tuple[RunSide, RunSide]:
-    """Resolve both references, refuse unfinished runs, download and read ``per_query.jsonl``."""
+              workdir: Path | None = None, reads: CompareOptions | None = None
+              ) -> tuple[RunSide, RunSide]:
+    """Resolve both references, refuse unfinished runs, download and read ``per_query.jsonl``.
+    ``reads``: keep only the scores a comparison with these options reads
+    (verdict.compare_reads), else every score."""
+    from kebab_mlflow.comparison.verdict import compare_reads
     from kebab_mlflow.tracking.references import resolve_run
 
     runs = [resolve_run(tracker, experiment, ref) for ref in (baseline_ref, candidate_ref)]
@@ -40,9 +46,9 @@ def load_pair(tracker: Tracker, experiment: str, baseline_ref: str, candidate_re
     if problems:
         raise ComparisonRefused(problems)
     folder = _TempFolder(workdir)
-    baseline, candidate = (_side(tracker, r, folder, role)
-                           for role, r in zip(("baseline", "candidate"), runs, strict=True))
-    return baseline, candidate
+    names = None if reads is None else compare_reads(reads, [r.tags for r in runs])
+    baseline = _side(tracker, runs[0], folder, "baseline", names)
+    return baseline, _side(tracker, runs[1], folder, "candidate", names, twins=baseline.by_id)
 
 
 def load_side(tracker: Tracker, experiment: str, ref: str, role: str) -> RunSide:
@@ -88,15 +94,33 @@ def _artifact_name(r: RunRecord) -> str:
     return f"run {r.run_id} ({r.run_name}) artifact per_query.jsonl"
 
 
-def _side(tracker: Tracker, r: RunRecord, folder: _TempFolder, role: str) -> RunSide:
+def _side(tracker: Tracker, r: RunRecord, folder: _TempFolder, role: str,
+          names: Collection[str] | None = None,
+          twins: Mapping[str, QueryRow] | None = None) -> RunSide:
+    """``names``: the scores kept (None: all); ``twins``: the baseline's rows by id, whose
+    strings the candidate's share."""
     path = tracker.artifact_file(r.run_id, "per_query.jsonl", folder.path / role.strip("-"))
-    digest = file_digest(path)
-    # a file that fails its digest is not parsed: compare_runs reports the mismatch
-    intact = digest == r.tags.get(vocab.PER_QUERY_SHA256)
     shown_as = _artifact_name(r)
+    digest, rows = _hashed_and_read(path, shown_as, r.tags.get(vocab.PER_QUERY_SHA256),
+                                    names, twins)
     return RunSide(run_id=r.run_id, name=r.run_name, status=r.status, params=dict(r.params),
-                   tags=dict(r.tags),
-                   rows=tuple(read_compact(path, shown_as)) if intact else (),
-                   per_query_sha256=digest,
+                   tags=dict(r.tags), rows=rows, per_query_sha256=digest,
                    experiment=tracker.experiment_name(r.experiment_id),
                    source=RowSource(path=path, shown_as=shown_as, keep=folder))
+
+
+def _hashed_and_read(path: Path, shown_as: str, recorded: str | None,
+                     names: Collection[str] | None, twins: Mapping[str, QueryRow] | None
+                     ) -> tuple[str, tuple[CompactRow, ...]]:
+    """(the file's sha256, its compact rows): hashed on a second thread while it is parsed
+    (hashlib leaves the GIL; 1M queries: ~9 s a side). A file that fails its digest gives no
+    rows, and its parse error is not raised: compare_runs reports the mismatch."""
+    hashed = Meanwhile(lambda: file_digest(path), "kebab-digest")
+    try:
+        rows = tuple(read_compact(path, shown_as, names=names, twins=twins))
+    except PerQueryError:
+        if hashed.result() == recorded:
+            raise
+        rows = ()
+    digest = hashed.result()
+    return digest, rows if digest == recorded else ()

@@ -102,7 +102,7 @@ class RunSide:
     def full_rows(self, ids: Sequence[str] | None = None) -> Iterator[PerQueryRow]:
         """The whole rows of ``ids`` in that order (ids the side lacks skipped), else all."""
         chosen = (list(self.rows) if ids is None else
-                  [r for i in ids if (r := self._by_id.get(i)) is not None])
+                  [r for i in ids if (r := self.by_id.get(i)) is not None])
         whole = [r for r in chosen if isinstance(r, PerQueryRow)]
         if len(whole) == len(chosen):
             yield from whole
@@ -115,14 +115,15 @@ class RunSide:
     def line_records(self, ids: Sequence[str], keep: Callable[[bytes], T]) -> list[T] | None:
         """``keep`` of the bytes of each line of ``ids`` (ids the side lacks skipped), which
         the compact read checked. None when rows are held whole (no source)."""
-        chosen = [r for i in ids if (r := self._by_id.get(i)) is not None]
+        chosen = [r for i in ids if (r := self.by_id.get(i)) is not None]
         offsets = [r.offset for r in chosen if not isinstance(r, PerQueryRow)]
         if self.source is None or len(offsets) < len(chosen):
             return None
         return [keep(raw) for raw in read_lines_at(self.source.path, offsets)]
 
     @cached_property
-    def _by_id(self) -> dict[str, QueryRow]:
+    def by_id(self) -> dict[str, QueryRow]:
+        """The rows by query id (built once)."""
         return {r.id: r for r in self.rows}
 
     @property

@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 from kebab_mlflow.comparison.records import (
-    DEFAULT_PRIMARY,
     CompareOptions,
     Comparison,
     RunSide,
@@ -65,18 +64,6 @@ def _each_chunk(golden: GoldenSet | GoldenFile, sink: Callable[[GoldenSet], None
     return replace(golden, queries=())
 
 
-def _upper_names(options: CompareOptions, sides: Sequence[RunSide]) -> set[str]:
-    """The scores the comparison under the optimistic judgments can read: the metrics it may
-    gate (the named or a default primary, --gate, abstention_accuracy, and their doc
-    variants) and those its per-query classes read."""
-    from kebab_mlflow.comparison.verdict import ABSTENTION_GATE, PRIMARY_TAG, doc_variant
-
-    named = {options.primary, *(s.tags.get(PRIMARY_TAG) for s in sides)} - {None, ""}
-    names = {*named, *DEFAULT_PRIMARY.values(), *options.gates, ABSTENTION_GATE, "mrr",
-             "mrr_doc", "contains_all"}
-    return {n for name in names if name for n in (name, doc_variant(name))}
-
-
 def _rescored_rows(side: RunSide, rows: Sequence[PerQueryRow], golden: GoldenSet,
                    names: set[str]) -> tuple[CompactRow, ...]:
     """``rows`` of ``side`` rescored under ``golden``, compact: only the scores ``names`` and
@@ -114,8 +101,15 @@ class _Chunk:
         return ((r.id, [h.doc_id for h in r.hits]) for r in self.rows or ())
 
     def rescored(self, golden: GoldenSet, names: set[str]) -> tuple[CompactRow, ...]:
-        """The rows rescored under ``golden``: from doc codes where the rescore would score
-        them as a run file's (evaluation/optimistic.py), else by the rescore itself."""
+        """The rows rescored under ``golden`` (holding the side's id strings): from doc codes
+        where the rescore would score them as a run file's (evaluation/optimistic.py), else
+        by the rescore itself."""
+        rows = self._rescored(golden, names)
+        for row in rows:
+            row.share_strings(self.side.by_id[row.id])
+        return rows
+
+    def _rescored(self, golden: GoldenSet, names: set[str]) -> tuple[CompactRow, ...]:
         if self.lines is not None:
             if not self.lines:
                 return ()
@@ -188,13 +182,13 @@ def with_unjudged_bounds(result: Comparison, baseline: RunSide, candidate: RunSi
                          mode: UnjudgedMode) -> Comparison:
     """``result`` with the bounds noted (report) or gated (gate); unchanged for off.
     ``golden``: the candidate's golden version, loaded or as its file (streamed)."""
-    from kebab_mlflow.comparison.verdict import compare_runs
+    from kebab_mlflow.comparison.verdict import compare_reads, compare_runs
 
     if mode is UnjudgedMode.OFF:
         return result
     k = bound_depth(result.primary.name, (baseline, candidate))
-    counts, upper_b, upper_c = _optimistic_sides(baseline, candidate, golden, k,
-                                                 _upper_names(options, (baseline, candidate)))
+    reads = compare_reads(options, (baseline.tags, candidate.tags))
+    counts, upper_b, upper_c = _optimistic_sides(baseline, candidate, golden, k, reads)
     upper = compare_runs(upper_b, upper_c, options, detectable=False)  # verdict, means
     name = result.primary.name
     notes = [f"unjudged hits in the top {k}: " + ", ".join(

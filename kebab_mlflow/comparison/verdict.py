@@ -203,11 +203,24 @@ def _comparison_level(queries: Sequence[QueryDiff], abstention_cases: int = 0) -
 def _valued(rows: Sequence[QueryRow], keys: set[str]) -> set[str]:
     """The metrics of ``keys`` with a value (ground truth) on at least one query of the rows
     (``any`` stops at the first: usually the first row)."""
-    return {k for k in keys if any(r.score(k) is not None for r in rows)}
+    return {k for k in keys if any(r.has_value(k) for r in rows)}
+
+
+def compare_reads(options: CompareOptions, tags: Sequence[Mapping[str, str]]) -> set[str]:
+    """The per-query scores a comparison of runs with these tags can read: the metrics it
+    may gate (the named or a default primary, --gate, abstention_accuracy, and their doc
+    variants); the default primaries are also what its per-query classes read (mrr,
+    mrr_doc, contains_all). A compact read keeps only these (evaluation/per_query.py);
+    reading another raises ScoreNotKept."""
+    named = {options.primary, *(t.get(PRIMARY_TAG) for t in tags)} - {None, ""}
+    names = {*named, *DEFAULT_PRIMARY.values(), *options.gates, ABSTENTION_GATE}
+    return {n for name in names if name for n in (name, doc_variant(name))}
 
 
 def _score_names(rows: Sequence[QueryRow]) -> set[str]:
-    """Every score name of the rows (compact rows share one name collection: read once)."""
+    """Every score name of the rows (compact rows share one name collection: read once;
+    keyed by identity, so a collection must outlive the loop: a view made a call gave
+    1M-query rows 1M keys, 200 MB)."""
     distinct = {id(names): names for names in (r.score_names for r in rows)}
     return {k for names in distinct.values() for k in names}
 

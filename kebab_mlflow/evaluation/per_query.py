@@ -42,7 +42,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import IO, Any
 
-from kebab_mlflow.errors import PerQueryError, Problem
+from kebab_mlflow.errors import PerQueryError, Problem, ScoreNotKept
 from kebab_mlflow.files import file_digest  # noqa: F401 - compare reads it from here
 from kebab_mlflow.golden import GoldenQuery
 from kebab_mlflow.metrics.answers import AbstentionOutcome, abstention_outcome
@@ -181,9 +181,12 @@ class PerQueryRow:
     def score(self, name: str) -> float | None:
         return self.scores.get(name)
 
+    def has_value(self, name: str) -> bool:
+        return self.scores.get(name) is not None
+
     @property
-    def score_names(self) -> Iterable[str]:
-        return self.scores.keys()
+    def score_names(self) -> Collection[str]:
+        return self.scores
 
     @property
     def has_hits(self) -> bool:
@@ -369,18 +372,37 @@ def _fast_row(raw: bytes, top_hit_only: bool = False) -> PerQueryRow | None:
 # ---------------------------------------------------------------------------------------------
 # compact rows: what compare keeps of a line, never its hit list (issue 32)
 
-_NAMES: dict[tuple[str, ...], dict[str, int]] = {}  # score names -> their index, shared
+_LAYOUTS: dict[tuple[tuple[str, ...], tuple[str, ...]], _Layout] = {}  # shared by rows
 _RANKS: dict[tuple[tuple[str, int | None], ...], Mapping[str, int | None]] = {}
 
 
-class CompactRow:
-    """One ``per_query.jsonl`` line as compare needs it: the scores packed in an array (one
-    name tuple shared by every row with the same names), the first relevant ranks (shared by
-    every row with the same ones), whether there are hits and the top hit's score, the answer's
-    refusal flag, and the line's byte ``offset`` to read the whole row again
-    (:func:`read_rows_at`). ``query`` is None when not kept."""
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """Where a row's scores are: ``kept`` maps a kept name to (its place in the values
+    array, its bit); ``bits``, every name of the line to its bit in the row's None mask."""
 
-    __slots__ = ("_names", "_nones", "_values", "abstention", "first_relevant_rank", "flip_rate",
+    kept: dict[str, tuple[int, int]]
+    bits: dict[str, int]
+
+    @classmethod
+    def of(cls, every: tuple[str, ...], kept: tuple[str, ...]) -> _Layout:
+        layout = _LAYOUTS.get((every, kept))
+        if layout is None:
+            bits = {n: i for i, n in enumerate(every)}
+            layout = _LAYOUTS.setdefault((every, kept), cls(
+                kept={n: (i, bits[n]) for i, n in enumerate(kept)}, bits=bits))
+        return layout
+
+
+class CompactRow:
+    """One ``per_query.jsonl`` line as compare needs it: the scores it reads packed in an
+    array (one :class:`_Layout` shared by every row with the same names), which of all the
+    line's scores are None (a bit mask: compare's "metrics with values"), the first relevant
+    ranks (shared by every row with the same ones), whether there are hits and the top hit's
+    score, the answer's refusal flag, and the line's byte ``offset`` to read the whole row
+    again (:func:`read_rows_at`). ``query`` is None when not kept."""
+
+    __slots__ = ("_layout", "_nones", "_values", "abstention", "first_relevant_rank", "flip_rate",
                  "has_evidence", "has_hits", "id", "offset", "query", "refused", "top_score")
 
     def __init__(self, *, id: str, query: str | None, scores: Mapping[str, float | None],
@@ -388,17 +410,15 @@ class CompactRow:
                  flip_rate: float | None, has_evidence: bool, has_hits: bool,
                  top_score: float | None, refused: bool | None, offset: int,
                  names: Collection[str] | None = None):
-        """``names``: keep only these of ``scores``."""
+        """``names``: keep only these of ``scores`` (a 1M-query compare reads 5 of 53: the
+        other values would be 1.6 GB of its two sides); the others' names stay known."""
         self.id = id
         self.query = query
-        kept = tuple(n for n in scores if names is None or n in names)
-        index = _NAMES.get(kept)
-        if index is None:
-            index = _NAMES.setdefault(kept, {n: i for i, n in enumerate(kept)})
-        self._names = index
-        values = [scores[n] for n in kept]
-        self._values = array("d", [math.nan if v is None else v for v in values])
-        self._nones = sum(1 << i for i, v in enumerate(values) if v is None)
+        every = tuple(scores)
+        kept = every if names is None else tuple(n for n in every if n in names)
+        self._layout = _Layout.of(every, kept)
+        self._values = array("d", [math.nan if (v := scores[n]) is None else v for n in kept])
+        self._nones = sum(1 << i for i, v in enumerate(scores.values()) if v is None)
         self.first_relevant_rank = _shared_ranks(first_relevant_rank)
         self.abstention = abstention
         self.flip_rate = flip_rate
@@ -418,20 +438,40 @@ class CompactRow:
                    has_hits=row.has_hits, top_score=row.top_score, refused=row.refused,
                    offset=offset, names=names)
 
+    def share_strings(self, twin: QueryRow) -> None:
+        """Hold ``twin``'s id and, when equal, its query text and top score instead of copies:
+        both sides of a comparison carry the same ones (1M queries: ~170 bytes a row)."""
+        self.id = twin.id
+        if self.query == twin.query:
+            self.query = twin.query
+        if self.top_score == twin.top_score:
+            self.top_score = twin.top_score
+
     def score(self, name: str) -> float | None:
-        i = self._names.get(name)
-        if i is None or self._nones >> i & 1:
+        """The score, None when the line has none; raises ScoreNotKept for one left out."""
+        place = self._layout.kept.get(name)
+        if place is None:
+            if name in self._layout.bits:
+                raise ScoreNotKept(name)
             return None
-        return self._values[i]
+        i, bit = place
+        return None if self._nones >> bit & 1 else self._values[i]
+
+    def has_value(self, name: str) -> bool:
+        """Whether the line has a value for this score, kept or not."""
+        bit = self._layout.bits.get(name)
+        return bit is not None and not self._nones >> bit & 1
 
     @property
-    def score_names(self) -> Iterable[str]:
-        return self._names.keys()
+    def score_names(self) -> Collection[str]:
+        """Every score name of the line, kept or not, as the one collection every row with the
+        same names shares (compare tells the distinct collections apart by identity)."""
+        return self._layout.bits
 
     @property
     def scores(self) -> dict[str, float | None]:
-        """The scores as a dict (built on each call: :meth:`score` reads one)."""
-        return {n: self.score(n) for n in self._names}
+        """The kept scores as a dict (built on each call: :meth:`score` reads one)."""
+        return {n: self.score(n) for n in self._layout.kept}
 
 
 def _shared_ranks(ranks: Mapping[str, int | None] | None) -> Mapping[str, int | None] | None:
@@ -449,9 +489,11 @@ QueryRow = PerQueryRow | CompactRow
 
 
 def read_compact(path: Path, shown_as: str | None = None, keep_query: bool = True,
-                 names: Collection[str] | None = None) -> Iterator[CompactRow]:
+                 names: Collection[str] | None = None,
+                 twins: Mapping[str, QueryRow] | None = None) -> Iterator[CompactRow]:
     """Read rows back compact, checked as :func:`read_per_query` checks them (the same
-    errors), each with its line's byte offset. ``names``: keep only these scores."""
+    errors), each with its line's byte offset. ``names``: keep only these scores. ``twins``:
+    rows by id (the other side's) whose id and query strings an equal row shares."""
     where = shown_as or str(path)
     offset = 0
     with path.open("rb") as fh:
@@ -459,7 +501,10 @@ def read_compact(path: Path, shown_as: str | None = None, keep_query: bool = Tru
             if raw.strip():
                 row = _fast_row(raw, top_hit_only=True) or _row(raw, f"{where}:{lineno}",
                                                                   top_hit_only=True)
-                yield CompactRow.of(row, offset, keep_query, names)
+                compact = CompactRow.of(row, offset, keep_query, names)
+                if twins is not None and (twin := twins.get(compact.id)) is not None:
+                    compact.share_strings(twin)
+                yield compact
             offset += len(raw)
 
 
