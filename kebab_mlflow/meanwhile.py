@@ -12,8 +12,9 @@ T = TypeVar("T")
 
 
 class Meanwhile(Generic[T]):
-    """``call()`` started on a daemon thread (Ctrl-C does not wait for it); :meth:`result`
-    joins it and gives its value, or raises its error on the caller's thread."""
+    """``call()`` started on a daemon thread (Ctrl-C does not wait for it: the reason this is
+    not a ``concurrent.futures`` Future, whose workers the interpreter joins at exit);
+    :meth:`result` joins it and gives its value, or raises its error on the caller's thread."""
 
     def __init__(self, call: Callable[[], T], name: str):
         self._call = call

@@ -43,7 +43,7 @@ from types import MappingProxyType
 from typing import IO, Any
 
 from kebab_mlflow.errors import PerQueryError, Problem, ScoreNotKept
-from kebab_mlflow.files import file_digest  # noqa: F401 - compare reads it from here
+from kebab_mlflow.files import file_digest  # noqa: F401 - tests read it from here
 from kebab_mlflow.golden import GoldenQuery
 from kebab_mlflow.metrics.answers import AbstentionOutcome, abstention_outcome
 from kebab_mlflow.records import Answer, Hit, QueryResult
@@ -372,7 +372,7 @@ def _fast_row(raw: bytes, top_hit_only: bool = False) -> PerQueryRow | None:
 # ---------------------------------------------------------------------------------------------
 # compact rows: what compare keeps of a line, never its hit list (issue 32)
 
-_LAYOUTS: dict[tuple[tuple[str, ...], tuple[str, ...]], _Layout] = {}  # shared by rows
+_LAYOUTS: dict[tuple[tuple[str, ...], frozenset[str] | None], _Layout] = {}  # shared by rows
 _RANKS: dict[tuple[tuple[str, int | None], ...], Mapping[str, int | None]] = {}
 
 
@@ -385,11 +385,14 @@ class _Layout:
     bits: dict[str, int]
 
     @classmethod
-    def of(cls, every: tuple[str, ...], kept: tuple[str, ...]) -> _Layout:
-        layout = _LAYOUTS.get((every, kept))
+    def of(cls, every: tuple[str, ...], names: frozenset[str] | None) -> _Layout:
+        """The layout of a line with the scores ``every`` of which ``names`` are kept (None:
+        all), made once: the kept names are picked only then, not a row."""
+        layout = _LAYOUTS.get((every, names))
         if layout is None:
             bits = {n: i for i, n in enumerate(every)}
-            layout = _LAYOUTS.setdefault((every, kept), cls(
+            kept = every if names is None else [n for n in every if n in names]
+            layout = _LAYOUTS.setdefault((every, names), cls(
                 kept={n: (i, bits[n]) for i, n in enumerate(kept)}, bits=bits))
         return layout
 
@@ -409,15 +412,14 @@ class CompactRow:
                  first_relevant_rank: Mapping[str, int | None] | None, abstention: str | None,
                  flip_rate: float | None, has_evidence: bool, has_hits: bool,
                  top_score: float | None, refused: bool | None, offset: int,
-                 names: Collection[str] | None = None):
+                 names: frozenset[str] | None = None):
         """``names``: keep only these of ``scores`` (a 1M-query compare reads 5 of 53: the
         other values would be 1.6 GB of its two sides); the others' names stay known."""
         self.id = id
         self.query = query
-        every = tuple(scores)
-        kept = every if names is None else tuple(n for n in every if n in names)
-        self._layout = _Layout.of(every, kept)
-        self._values = array("d", [math.nan if (v := scores[n]) is None else v for n in kept])
+        self._layout = _Layout.of(tuple(scores), names)
+        self._values = array("d", [math.nan if (v := scores[n]) is None else v
+                                   for n in self._layout.kept])
         self._nones = sum(1 << i for i, v in enumerate(scores.values()) if v is None)
         self.first_relevant_rank = _shared_ranks(first_relevant_rank)
         self.abstention = abstention
@@ -430,7 +432,7 @@ class CompactRow:
 
     @classmethod
     def of(cls, row: PerQueryRow, offset: int, keep_query: bool = True,
-           names: Collection[str] | None = None) -> CompactRow:
+           names: frozenset[str] | None = None) -> CompactRow:
         """``row`` (the line at byte ``offset``) compact; its query text only if kept."""
         return cls(id=row.id, query=row.query if keep_query else None, scores=row.scores,
                    first_relevant_rank=row.first_relevant_rank, abstention=row.abstention,
@@ -495,13 +497,14 @@ def read_compact(path: Path, shown_as: str | None = None, keep_query: bool = Tru
     errors), each with its line's byte offset. ``names``: keep only these scores. ``twins``:
     rows by id (the other side's) whose id and query strings an equal row shares."""
     where = shown_as or str(path)
+    kept = None if names is None else frozenset(names)
     offset = 0
     with path.open("rb") as fh:
         for lineno, raw in enumerate(fh, 1):
             if raw.strip():
                 row = _fast_row(raw, top_hit_only=True) or _row(raw, f"{where}:{lineno}",
                                                                   top_hit_only=True)
-                compact = CompactRow.of(row, offset, keep_query, names)
+                compact = CompactRow.of(row, offset, keep_query, kept)
                 if twins is not None and (twin := twins.get(compact.id)) is not None:
                     compact.share_strings(twin)
                 yield compact
