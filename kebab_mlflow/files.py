@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +32,33 @@ def json_texts(strings: Iterable[str]) -> list[str]:
             for s in strings]
 
 
+#: bytes read at a time by a digest: large files stay out of memory, and a digest on a second
+#: thread is not starved by a busy first one — each block's read and hash let go of the GIL
+#: and wait up to 5 ms to take it back (1 MiB blocks: a 3.6 GB file hashed in 42 s beside a
+#: golden set's parse, 3.7 s alone; 16 MiB: 6.7 s)
+BLOCK = 1 << 24
+
+
 def file_digest(path: Path) -> str:
-    """The hex sha256 of the file's bytes (1 MiB blocks: large run files stay out of memory)."""
+    """The hex sha256 of the file's bytes, read in blocks (:data:`BLOCK`)."""
     sha = hashlib.sha256()
-    with Path(path).open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            sha.update(block)
+    for block in _blocks(path):
+        sha.update(block)
     return sha.hexdigest()
+
+
+def digest_and_lines(path: Path) -> tuple[str, int]:
+    """:func:`file_digest` and the number of lines (newlines, plus one for a last line
+    without its own), in one read of the file."""
+    sha = hashlib.sha256()
+    newlines, last = 0, b"\n"
+    for block in _blocks(path):
+        sha.update(block)
+        newlines += block.count(b"\n")
+        last = block[-1:]
+    return sha.hexdigest(), newlines + (last != b"\n")
+
+
+def _blocks(path: Path) -> Iterator[bytes]:
+    with Path(path).open("rb") as fh:
+        yield from iter(lambda: fh.read(BLOCK), b"")

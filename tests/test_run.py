@@ -257,3 +257,23 @@ def test_default_store_is_mlruns_in_the_working_directory(tmp_path):
     run_id = json.loads(res.stdout)["run_id"]
     artifacts = tmp_path / "mlruns" / "artifacts" / "kebab-eval" / run_id / "artifacts"
     assert (artifacts / "per_query.jsonl").is_file()
+
+
+def test_score_columns_filled_a_batch_at_a_time_are_the_batches_joined():
+    """The runner writes each batch's scores into arrays made once for every query
+    (evaluation/runner.py _Columns): what joining the batches gives, names first seen late,
+    a wider type and more values than queries included."""
+    from kebab_mlflow.evaluation.runner import _Columns
+
+    rng = np.random.default_rng(3)
+    batches = [{"a": rng.random(4), "b": np.arange(4)}, {"a": rng.random(3), "b": np.arange(3),
+                                                        "c": rng.random(3)},
+               {"a": rng.random(5), "b": rng.random(5) + 0.5, "c": rng.random(5)}]
+    columns = _Columns(10)
+    for batch in batches:
+        columns.put(batch)
+    got = columns.arrays()
+    assert sorted(got) == ["a", "b", "c"]
+    for name, values in got.items():
+        joined = np.concatenate([b[name] for b in batches if name in b])
+        assert values.dtype == joined.dtype and np.array_equal(values, joined)

@@ -327,26 +327,77 @@ def test_a_file_already_in_trec_order_is_not_sorted_again_and_reads_the_same(tmp
         assert again.hits(q, 1000) == loaded.hits(q, 1000)
 
 
-def test_a_run_file_of_many_read_blocks_is_coded_as_the_line_reader_codes_it(tmp_path):
-    """pyarrow reads a file past its 8 MiB block in pieces, each with its own dictionary of
-    ids (unified column by column as the table is let go, targets/run.py): the hits must be
-    what the plain line reader gives, ties and all."""
-    from kebab_mlflow.targets.run import RankedRun, _read_trec_arrow, _read_trec_lines
+@pytest.fixture(scope="module")
+def many_blocks(tmp_path_factory):
+    """A run file of three 8 MiB read blocks at least, ties and all; its line count; and
+    the run as the plain line reader reads it."""
+    from kebab_mlflow.targets.run import RankedRun, _read_trec_lines
 
     rng = np.random.default_rng(5)
-    n = 400_000  # ~10.5 MiB: two blocks at least
-    queries = np.sort(rng.integers(0, 3_000, n))
+    n = 800_000  # ~21 MiB
+    queries = np.sort(rng.integers(0, 6_000, n))
     docs = rng.integers(0, 50_000, n)
     scores = np.round(rng.random(n), 2)  # many ties: trec_eval's doc-id order decides
-    path = tmp_path / "big.trec"
+    path = tmp_path_factory.mktemp("blocks") / "big.trec"
     path.write_text("".join(f"q{q} Q0 d{d} 0 {s} tag\n" for q, d, s in zip(
         queries.tolist(), docs.tolist(), scores.tolist(), strict=True)))
-    assert path.stat().st_size > 1 << 23
-    arrow = RankedRun(_read_trec_arrow(path, False, path.read_bytes()[:4096]))
-    plain = RankedRun(_read_trec_lines(path, False))
-    assert sorted(arrow.query_ids) == sorted(plain.query_ids)
-    for qid in plain.query_ids:
-        assert arrow.hits(qid, 1000) == plain.hits(qid, 1000)
+    assert path.stat().st_size > 2 << 23
+    return path, n, RankedRun(_read_trec_lines(path, False))
+
+
+@pytest.mark.parametrize(("group", "lines"), [(16, "exact"), (1, "exact"), (2, None),
+                                              (1, "too few")])
+def test_a_run_file_of_many_read_blocks_is_coded_as_the_line_reader_codes_it(
+        many_blocks, monkeypatch, group, lines):
+    """pyarrow streams a file past its 8 MiB block in pieces, each with its own dictionary of
+    ids, unified a group of blocks at a time after the ids seen before (targets/run.py): the
+    hits, and the ids in first-seen order, must be what the plain line reader gives — with
+    one group or several, columns made for the line count or grown from parts (a gzipped
+    file's; more hits than the count said)."""
+    from kebab_mlflow.targets import run as run_module
+
+    path, n, plain = many_blocks
+    monkeypatch.setattr(run_module, "DRAIN_GROUP", group)
+    count = {"exact": n, None: None, "too few": n // 2}[lines]
+    arrow = run_module.RankedRun(run_module._read_trec_arrow(
+        path, False, path.read_bytes()[:4096], count))
+    assert arrow.query_ids == plain.query_ids and arrow.docs == plain.docs
+    assert np.array_equal(arrow.doc_codes, plain.doc_codes)
+    assert np.array_equal(arrow.scores, plain.scores)
+    assert np.array_equal(arrow.bounds, plain.bounds)
+
+
+@pytest.mark.parametrize("block", [1, 2, 3, 7, 1 << 22])
+def test_the_trec_order_check_in_blocks_agrees_with_the_whole_array_check(monkeypatch, block):
+    """_in_trec_order compares a block of hits at a time (its temporaries stay small): a run
+    out of order anywhere — across a block's edge too — must be found, as the check over
+    whole arrays finds it."""
+    from kebab_mlflow.targets import run as run_module
+
+    monkeypatch.setattr(run_module, "ORDER_BLOCK", block)
+    rng = np.random.default_rng(block)
+    doc_order = -rng.permutation(6).astype(np.int32)
+    for _ in range(300):
+        n = int(rng.integers(0, 12))
+        queries = np.sort(rng.integers(0, 3, n)) if rng.random() < 0.7 else rng.integers(0, 3, n)
+        scores = rng.integers(0, 3, n).astype(float)
+        docs = rng.integers(0, 6, n).astype(np.int32)
+        keys = doc_order[docs]
+        same = queries[1:] == queries[:-1]
+        whole = bool(np.all(queries[1:] >= queries[:-1])
+                     and not np.any(same & (scores[1:] > scores[:-1]))
+                     and not np.any(same & (scores[1:] == scores[:-1]) & (keys[1:] < keys[:-1])))
+        assert run_module._in_trec_order(queries, scores, docs, doc_order) is whole
+
+
+def test_a_files_digest_and_line_count_come_from_one_read(tmp_path):
+    from kebab_mlflow.files import digest_and_lines, file_digest
+
+    for text, lines in ((b"", 0), (b"a\n", 1), (b"a\nb", 2), (b"a\n\nb\n", 3),
+                        (b"x" * (3 << 20) + b"\n" + b"y", 2)):
+        path = tmp_path / "f"
+        path.write_bytes(text)
+        assert digest_and_lines(path) == (file_digest(path), lines)
 
 
 def test_a_run_file_is_read_beside_the_golden_set_and_the_golden_sets_error_comes_first(

@@ -19,8 +19,8 @@ Conventions, as trec_eval (checked against pytrec_eval in ``tests/test_run_targe
 - **Versions**: each of the five version keys is ``<file name>@<first 12 hex of its sha256>``
   unless the spec gives it (``run:run.trec?index_version=bm25-v3``).
 
-A file of 100 million lines is read with pyarrow's multi-threaded CSV reader into columns and
-sorted once with numpy; a file pyarrow cannot split on one delimiter (runs of spaces) is read
+A file of 100 million lines is streamed by pyarrow's CSV reader into columns, a group of
+blocks at a time, and sorted once with numpy (only if it is not in order already); a file pyarrow cannot split on one delimiter (runs of spaces) is read
 line by line, with ``file:line`` for a malformed line.
 """
 
@@ -29,7 +29,7 @@ from __future__ import annotations
 import gzip
 import json
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -45,7 +45,7 @@ from kebab_mlflow.errors import (
     TargetOptionsError,
     TooDeeplyNested,
 )
-from kebab_mlflow.files import file_digest, json_loads, json_texts
+from kebab_mlflow.files import digest_and_lines, json_loads, json_texts
 from kebab_mlflow.progress import warn
 from kebab_mlflow.records import VERSION_KEYS, Answer, Hit, VersionSnapshot
 from kebab_mlflow.targets.base import Target
@@ -77,12 +77,14 @@ class RankedRun:
         doc_order[np.argsort(np.array(docs, dtype=object), kind="stable")] = -np.arange(
             len(docs), dtype=np.int32)
         scores = np.ascontiguousarray(columns.scores, dtype=np.float64)
-        order = _trec_order(q_codes, scores, doc_order[d_codes])
+        order = _trec_order(q_codes, scores, d_codes, doc_order)
         if order is None:  # already in trec_eval order (the usual file): no copies
             self.doc_codes, self.scores, q_sorted = d_codes, scores, q_codes
         else:
             self.doc_codes, self.scores, q_sorted = d_codes[order], scores[order], q_codes[order]
-        self.bounds = np.searchsorted(q_sorted, np.arange(len(self.query_ids) + 1))
+        # needles of the codes' own dtype: int64 ones made numpy cast all 100 million codes
+        self.bounds = np.searchsorted(q_sorted, np.arange(len(self.query_ids) + 1,
+                                                          dtype=q_sorted.dtype))
         self.row_of = {qid: i for i, qid in enumerate(self.query_ids)}
 
     def __len__(self) -> int:
@@ -129,16 +131,37 @@ class RankedRun:
                              self.scores[start:end].tolist(), strict=True), 1))
 
 
-def _trec_order(queries: np.ndarray, scores: np.ndarray, tie_keys: np.ndarray) -> np.ndarray | None:
-    """The permutation that sorts hits by (query code, score descending, tie key), or None
-    when they are sorted already — a run file written query by query, best hit first, as
-    most are: one linear check instead of a sort (and its copies) of 100 million hits."""
-    same = queries[1:] == queries[:-1]
-    tied = same & (scores[1:] == scores[:-1])
-    if (np.all(queries[1:] >= queries[:-1]) and not np.any(same & (scores[1:] > scores[:-1]))
-            and not np.any(tied & (tie_keys[1:] < tie_keys[:-1]))):
+def _trec_order(queries: np.ndarray, scores: np.ndarray, docs: np.ndarray,
+                doc_order: np.ndarray) -> np.ndarray | None:
+    """The permutation that sorts hits by (query code, score descending, ``doc_order`` of
+    the doc code), or None when they are sorted already — a run file written query by query,
+    best hit first, as most are: one linear check instead of a sort (and its copies) of 100
+    million hits."""
+    if _in_trec_order(queries, scores, docs, doc_order):
         return None
-    return np.lexsort((tie_keys, -scores, queries))
+    return np.lexsort((doc_order[docs], -scores, queries))
+
+
+#: hits compared at a time by _in_trec_order: its temporaries are a block's (~50 MiB), not
+#: 100 million hits' (1.1 GiB, with the tie keys of every hit)
+ORDER_BLOCK = 1 << 22
+
+
+def _in_trec_order(queries: np.ndarray, scores: np.ndarray, docs: np.ndarray,
+                   doc_order: np.ndarray) -> bool:
+    """Whether each hit follows the one before it in trec_eval order; the tie keys looked up
+    only for hits tied with the one before."""
+    for start in range(0, len(queries) - 1, ORDER_BLOCK):
+        stop = min(start + ORDER_BLOCK, len(queries) - 1)
+        q0, q1 = queries[start:stop], queries[start + 1:stop + 1]
+        s0, s1 = scores[start:stop], scores[start + 1:stop + 1]
+        same = q1 == q0
+        if np.any(q1 < q0) or np.any(same & (s1 > s0)):
+            return False
+        tied = np.flatnonzero(same & (s1 == s0)) + start
+        if np.any(doc_order[docs[tied + 1]] < doc_order[docs[tied]]):
+            return False
+    return True
 
 
 class RunFileTarget(Target):
@@ -207,8 +230,8 @@ def parse_run_spec(spec: str) -> tuple[Path, dict[str, str]]:
 
 def load_run(spec: str) -> RunFileTarget:
     path, configured = parse_run_spec(spec)
-    digest = file_digest(path)
-    columns = read_run_file(path)
+    digest, lines = digest_and_lines(path)
+    columns = read_run_file(path, lines)
     if not len(columns.scores):  # refused here, before any run exists
         raise RunFileError(f"run file {path} has no hits", [Problem(
             "empty: expected TREC lines (qid Q0 docid rank score tag) or JSON "
@@ -223,9 +246,9 @@ def load_run(spec: str) -> RunFileTarget:
 
 def _release_arrow_memory() -> None:
     """Hand back to the OS what pyarrow's pool (mimalloc) keeps of freed blocks: numpy and
-    Python allocate elsewhere and cannot reuse them. Once after the CSV parse (100k queries:
-    ~250 MiB of its buffers), once after the coding (the table's chunks), so the coding and
-    the evaluation come on top of the codes, not of the parse."""
+    Python allocate elsewhere and cannot reuse them. After each group of CSV blocks and once
+    after the coding, so the next group, the coding and the evaluation come on top of the
+    codes, not of the parse."""
     try:
         import pyarrow as pa
     except ImportError:
@@ -236,17 +259,18 @@ def _release_arrow_memory() -> None:
 # --------------------------------------------------------------------------- reading
 
 
-def read_run_file(path: Path) -> RunColumns:
+def read_run_file(path: Path, lines: int | None = None) -> RunColumns:
     """The columns of a TREC or JSON run file (gzipped or not); a truncated or corrupt gzip
-    stream is a RunFileError naming the line it ended at."""
+    stream is a RunFileError naming the line it ended at. ``lines``: the file's line count
+    (files.digest_and_lines), if known: a plain TREC file's columns are then made once."""
     try:
-        return _read_run_file(path)
+        return _read_run_file(path, lines)
     except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
         raise RunFileError(f"run file {path} is not a readable gzip file", [Problem(
             f"the compressed stream is truncated or corrupt ({exc})", f"{path}:1")]) from None
 
 
-def _read_run_file(path: Path) -> RunColumns:
+def _read_run_file(path: Path, lines: int | None) -> RunColumns:
     with path.open("rb") as fh:
         head = fh.read(2)
     gzipped = head == GZIP_MAGIC
@@ -255,12 +279,20 @@ def _read_run_file(path: Path) -> RunColumns:
     if first.startswith(b"{"):
         return _read_json(path, gzipped)
     try:
-        return _read_trec_arrow(path, gzipped, first)
+        return _read_trec_arrow(path, gzipped, first, None if gzipped else lines)
     except ArrowUnusable:
         return _read_trec_lines(path, gzipped)
 
 
-def _read_trec_arrow(path: Path, gzipped: bool, first: bytes) -> RunColumns:
+def _read_trec_arrow(path: Path, gzipped: bool, first: bytes, lines: int | None = None
+                     ) -> RunColumns:
+    """The columns by pyarrow's streaming CSV reader, a group of 8 MiB blocks at a time
+    (:class:`_Filling`): the blocks, their dictionaries (a million-query file's doc ids are
+    nearly all unique within a block: 846 MiB of them) and a second copy of a column never
+    coexist. A 1M-query file read and ranked: 3,810 MiB peak whole (``read_csv``), 2,057 MiB
+    streamed; alone it is slower (27 → 41 s: each group's unification re-hashes the ids seen
+    so far), beside the golden set's parse about as fast (79 → 68 s, the whole run 185 →
+    154 s). ``lines``: the file's line count, what a column's array is made for up front."""
     try:
         import pyarrow as pa
         import pyarrow.csv as pa_csv
@@ -270,44 +302,114 @@ def _read_trec_arrow(path: Path, gzipped: bool, first: bytes) -> RunColumns:
     delimiter = "\t" if b"\t" in first_line else " "
     names = ["qid", "q0", "docid", "rank", "score", "tag"]
     stream = pa.input_stream(str(path), compression="gzip" if gzipped else None)
+    filling = (_Filling.codes(lines), _Filling.codes(lines), _Filling(np.float64, lines))
     try:
-        table = pa_csv.read_csv(
+        reader = pa_csv.open_csv(
             stream,
-            # 8 MiB blocks: 16 MiB ones peaked ~140 MiB higher at 100k queries (the blocks
-            # parsed at once), no faster
+            # 8 MiB blocks: 32 MiB ones (4 a group) peaked 460 MiB higher at 1M, no faster
             read_options=pa_csv.ReadOptions(column_names=names, block_size=1 << 23),
             parse_options=pa_csv.ParseOptions(delimiter=delimiter, quote_char=False),
             convert_options=pa_csv.ConvertOptions(
                 # ids as dictionaries (int32 codes): 100 million hits never become 200 million
-                # strings; the blocks' dictionaries are unified by _one_dictionary
+                # strings; the blocks' dictionaries are unified by _Filling.put
                 column_types={"qid": pa.dictionary(pa.int32(), pa.string()),
                               "docid": pa.dictionary(pa.int32(), pa.string()),
                               "score": pa.float64()},
                 include_columns=["qid", "docid", "score"]))
+        for group in _groups(reader):
+            _fill(filling, group)
+            del group
+            _release_arrow_memory()  # the group's blocks, before the next group's are parsed
     except (pa.ArrowInvalid, pa.ArrowTypeError, OSError):  # OSError: a truncated .gz
         raise ArrowUnusable from None
-    # Each column leaves the table as it is converted, so the table's blocks, one unified
-    # copy and one combined copy of a column never coexist (a 100k-query file read and coded:
-    # 682 -> 497 MiB peak).
-    columns = {name: table.column(name) for name in ("qid", "docid", "score")}
-    del table
-    if columns["qid"].null_count or columns["docid"].null_count:
-        raise ArrowUnusable  # the line reader names the bad line
-    scores = columns.pop("score").to_numpy()
+    query_ids, doc_ids, scores = (into.values() for into in filling)
     if not np.isfinite(scores).all():
         raise ArrowUnusable
-    query_ids = _one_dictionary(columns.pop("qid"))
-    doc_ids = _one_dictionary(columns.pop("docid"))
-    _release_arrow_memory()
     return RunColumns(query_ids, doc_ids, scores)
 
 
-def _one_dictionary(column: Any) -> Any:
-    """A chunked dictionary column as one DictionaryArray; the caller hands over its only
-    reference, so each step frees the one before it."""
-    unified = column.unify_dictionaries()
-    del column
-    return unified.combine_chunks()
+#: 8 MiB blocks converted at once (~7 million hits): fewer makes each group's unification
+#: re-hash the ids seen so far more often (8: 1M queries read in 36 s, not 24 s)
+DRAIN_GROUP = 16
+
+
+def _fill(filling: Sequence[_Filling], group: list[Any]) -> None:
+    """A group's batches into the columns; the caller's is then the only reference."""
+    for at, into in enumerate(filling):
+        chunks = [batch.column(at) for batch in group]
+        if any(chunk.null_count for chunk in chunks):
+            raise ArrowUnusable  # the line reader names the bad line
+        into.put(chunks)
+
+
+def _groups(batches: Iterable[Any]) -> Iterator[list[Any]]:
+    group: list[Any] = []
+    for batch in batches:
+        group.append(batch)
+        if len(group) == DRAIN_GROUP:
+            yield group
+            group = []
+    if group:
+        yield group
+
+
+class _Filling:
+    """One column's values as one numpy array, filled a group of blocks at a time: written
+    into an array made once for the file's line count (no line holds two hits), else — a
+    gzipped file, or more hits than lines — kept in parts and joined at the end. A dictionary
+    column's groups are unified after the values seen so far, which keep their codes: int32
+    codes and the distinct values in first-seen order."""
+
+    def __init__(self, dtype: Any, capacity: int | None, coded: bool = False):
+        self.dtype = dtype
+        self.array = None if capacity is None else np.empty(capacity, dtype=dtype)
+        self.parts: list[np.ndarray] = []
+        self.filled = 0
+        self.seen: Any = None  # a dictionary column's distinct values so far
+        if coded:
+            import pyarrow as pa
+
+            self.seen = pa.array([], type=pa.string())
+
+    @classmethod
+    def codes(cls, capacity: int | None) -> _Filling:
+        return cls(np.int32, capacity, coded=True)
+
+    def put(self, chunks: Sequence[Any]) -> None:
+        """A group's chunks of this column, in file order."""
+        if self.seen is None:
+            for chunk in chunks:
+                self._put(chunk.to_numpy(zero_copy_only=False))
+            return
+        import pyarrow as pa
+
+        known = pa.DictionaryArray.from_arrays(pa.array([], type=pa.int32()), self.seen)
+        unified = pa.chunked_array([known, *chunks]).unify_dictionaries()
+        for chunk in unified.chunks[1:]:
+            self._put(chunk.indices.to_numpy(zero_copy_only=False))
+        self.seen = unified.chunks[0].dictionary
+
+    def _put(self, values: np.ndarray) -> None:
+        if self.array is not None and self.filled + len(values) > len(self.array):
+            self.parts, self.array = [self.array[:self.filled]], None
+        if self.array is None:
+            self.parts.append(values)
+        else:
+            self.array[self.filled:self.filled + len(values)] = values
+        self.filled += len(values)
+
+    def values(self) -> Any:
+        """The column: a numpy array, or a DictionaryArray for a dictionary column."""
+        if self.array is not None:
+            values = self.array[:self.filled]
+        else:
+            values = np.concatenate(self.parts) if self.parts else np.empty(0, self.dtype)
+            self.parts = []
+        if self.seen is None:
+            return values
+        import pyarrow as pa
+
+        return pa.DictionaryArray.from_arrays(pa.array(values), self.seen)
 
 
 def _read_trec_lines(path: Path, gzipped: bool) -> RunColumns:
