@@ -210,9 +210,10 @@ class _Columns:
             column = self.columns.get(name)
             if column is None:
                 column = np.empty(max(self.capacity, stop), dtype=values.dtype)
-            elif stop > len(column) or np.result_type(column, values) != column.dtype:
+            wider = np.result_type(column.dtype, values.dtype)
+            if stop > len(column) or wider != column.dtype:
                 # more values than queries, or a wider type: what joining them would give
-                grown = np.empty(max(stop, 2 * len(column)), np.result_type(column, values))
+                grown = np.empty(max(stop, 2 * len(column)), wider)
                 grown[:start] = column[:start]
                 column = grown
             column[start:stop] = values

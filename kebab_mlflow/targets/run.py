@@ -20,8 +20,9 @@ Conventions, as trec_eval (checked against pytrec_eval in ``tests/test_run_targe
   unless the spec gives it (``run:run.trec?index_version=bm25-v3``).
 
 A file of 100 million lines is streamed by pyarrow's CSV reader into columns, a group of
-blocks at a time, and sorted once with numpy (only if it is not in order already); a file pyarrow cannot split on one delimiter (runs of spaces) is read
-line by line, with ``file:line`` for a malformed line.
+blocks at a time, and sorted once with numpy (only if it is not in order already); a file
+pyarrow cannot split on one delimiter (runs of spaces) is read line by line, with
+``file:line`` for a malformed line.
 """
 
 from __future__ import annotations
