@@ -182,9 +182,9 @@ def _run_file_meanwhile(spec: str | None, concurrency: int) -> Meanwhile[Any] | 
     """A ``run:`` target's file read on a second thread while the golden set is parsed:
     the file's digest and pyarrow's CSV parse leave the GIL, the unification of each block
     group's ids does not. What the second thread gets done depends on how often it must take
-    the GIL back from the parse (up to 5 ms a time): 1 MiB digest blocks left it hashing 42 s
-    of a 3.6 GB file's 44 s parse (files.BLOCK); with 16 MiB ones a 1M-query run's
-    preparation went from 83 to 62 s (bench_scale run-file, d24fa11 beside it).
+    the GIL back from the parse (up to 5 ms a time; files.BLOCK): with 16 MiB digest blocks,
+    not 1 MiB, and the streamed read a 1M-query run's preparation went from 83 to 62 s
+    (bench_scale run-file, d24fa11 beside it).
     Only ``run:``: other targets import code or probe a server, which belongs after the
     golden set is known good."""
     if not spec or not spec.strip().startswith("run:"):
