@@ -30,9 +30,10 @@ from __future__ import annotations
 import gzip
 import json
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -317,7 +318,7 @@ def _read_trec_arrow(path: Path, gzipped: bool, first: bytes, lines: int | None 
                               "docid": pa.dictionary(pa.int32(), pa.string()),
                               "score": pa.float64()},
                 include_columns=["qid", "docid", "score"]))
-        for group in _groups(reader):
+        for group in iter(lambda: list(islice(reader, DRAIN_GROUP)), []):
             _fill(filling, group)
             del group
             _release_arrow_memory()  # the group's blocks, before the next group's are parsed
@@ -342,17 +343,6 @@ def _fill(filling: Sequence[_Filling], group: list[Any]) -> None:
         if any(chunk.null_count for chunk in chunks):
             raise ArrowUnusable  # the line reader names the bad line
         into.put(chunks)
-
-
-def _groups(batches: Iterable[Any]) -> Iterator[list[Any]]:
-    group: list[Any] = []
-    for batch in batches:
-        group.append(batch)
-        if len(group) == DRAIN_GROUP:
-            yield group
-            group = []
-    if group:
-        yield group
 
 
 class _Filling:
